@@ -1,0 +1,134 @@
+// Package adapters defines what every runtime adapter does: build the launch
+// command for its CLI, translate each raw output line into records, and decide
+// success or failure from the last state and the exit code. One subpackage
+// per runtime; Lookup finds them by the runtime's name.
+package adapters
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/agentrun-dev/agentrun/records"
+)
+
+// LaunchSpec is what the caller asks of a run, runtime-neutral.
+type LaunchSpec struct {
+	Binary      string   // the CLI to execute (resolved by the runner)
+	Prompt      string   // the user's prompt
+	Images      []string // image paths as the caller gave them
+	Model       string   // "" = the runtime's default
+	NoSubagents bool     // take the subagent tool away
+	Cwd         string   // the workspace, absolute
+	// SessionID is the id for a new session when it is to be saved; Resume is
+	// the id of a saved session to continue. Both "" when nothing is saved.
+	SessionID string
+	Resume    string
+	// StateDir is a private, writable directory for this run (the runtime's
+	// config home); the runner creates and removes it.
+	StateDir string
+}
+
+// Launch is how to start the runtime.
+type Launch struct {
+	Argv  []string // argv[0] is the binary
+	Env   []string // K=V pairs the adapter needs on top of the base environment
+	Stdin []byte   // written to the runtime's stdin, which is then closed
+	// EchoesPrompt is false when the runtime does not echo the prompt; the
+	// runner then emits the prompt record itself right after start.
+	EchoesPrompt bool
+}
+
+// Exit is how the runtime process ended.
+type Exit struct {
+	Code     int  // exit code; meaningful when !Signaled
+	Signaled bool // killed by a signal (agentrun's own kill included)
+}
+
+// Verdict is the adapter's judgement of a run that was not stopped by
+// agentrun (timeout, limit and interrupt take precedence and are decided by
+// the runner).
+type Verdict struct {
+	Failed bool
+	// Detail is the runtime's own error message when Failed, or "" when it
+	// gave none (the runner then falls back to the end of stderr).
+	Detail string
+}
+
+// Emit receives the records of one line.
+type Emit func(records.Record)
+
+// Adapter translates one run of one runtime. It is stateful: a new Adapter
+// is made for every run (or replay).
+type Adapter interface {
+	// Launch builds the command for spec.
+	Launch(spec LaunchSpec) (*Launch, error)
+	// Translate handles one raw line (without its LF). Lines it does not
+	// understand produce no records and no error.
+	Translate(line []byte, emit Emit)
+	// Close emits what is still owed at the end of the output (for example
+	// the usage of a model call whose end never came).
+	Close(emit Emit)
+	// Verdict decides failure from the last state and the exit.
+	Verdict(exit Exit) Verdict
+}
+
+// Runtime describes one supported runtime.
+type Runtime struct {
+	Name string
+	// Binary is the CLI's executable name, looked up in PATH unless the
+	// environment variable BinaryEnv names another path.
+	Binary    string
+	BinaryEnv string
+	New       func() Adapter
+}
+
+var (
+	mu       sync.RWMutex
+	runtimes = map[string]Runtime{}
+)
+
+// Register makes a runtime available; adapters call it from init.
+func Register(r Runtime) {
+	mu.Lock()
+	defer mu.Unlock()
+	runtimes[r.Name] = r
+}
+
+// Lookup returns the runtime called name.
+func Lookup(name string) (Runtime, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	r, ok := runtimes[name]
+	if !ok {
+		return Runtime{}, fmt.Errorf("unknown runtime %q (known: %v)", name, namesLocked())
+	}
+	return r, nil
+}
+
+// Names lists the registered runtimes, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	out := make([]string, 0, len(runtimes))
+	for n := range runtimes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SessionStore is implemented by adapters whose runtime keeps a session that
+// a later run can resume (--session-dir, --resume).
+type SessionStore interface {
+	// SaveSession copies the session id that the run of spec left in its
+	// state directory to file; false when the runtime left none.
+	SaveSession(spec LaunchSpec, id, file string) (bool, error)
+	// RestoreSession puts a saved session file where the runtime of spec
+	// will find it for --resume.
+	RestoreSession(spec LaunchSpec, file string) error
+}

@@ -1,0 +1,517 @@
+// Package claudecode is the adapter for Anthropic's claude-code CLI in
+// stream-json mode (seed 000 for the format, seed 002 for the wider message
+// set, ../shared/design/RUNTIMES.md for where 2.1.328 differs).
+package claudecode
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/records"
+)
+
+// Name is the runtime's name in flags, events and the API.
+const Name = "claude-code"
+
+func init() {
+	adapters.Register(adapters.Runtime{Name: Name, Binary: "claude", BinaryEnv: "AGENTRUN_CLAUDE_BIN",
+		New: func() adapters.Adapter { return New() }})
+}
+
+// subagentTools are the tool names that start a subagent: "Agent" in
+// tool_use blocks, "Task" in init's tool list and in older versions.
+var subagentTools = map[string]bool{"Agent": true, "Task": true}
+
+// syntheticModel marks messages claude-code wrote itself (API errors).
+const syntheticModel = "<synthetic>"
+
+// Adapter holds the state of one run.
+type Adapter struct {
+	prompted bool
+
+	subagents  map[string]*subagentState // Agent tool_use id → state
+	taskToTool map[string]string         // task_id → Agent tool_use id
+	denied     map[string]bool           // tool_use ids the permission layer denied
+	toolNames  map[string]string         // tool_use id → tool name (for background bash)
+
+	calls       map[string]*call // message id → call whose usage is not emitted yet
+	callOrder   []string
+	streamingID string // the message id of the main agent's current stream_event call
+
+	lastResult *wireLine
+	apiError   string // the text of the last synthetic API error message
+}
+
+type subagentState struct {
+	background bool
+	ended      bool
+}
+
+type call struct {
+	id, parent, model string
+	usage             events.TokenCounts
+}
+
+// New returns an adapter for one run.
+func New() *Adapter {
+	return &Adapter{
+		subagents:  map[string]*subagentState{},
+		taskToTool: map[string]string{},
+		denied:     map[string]bool{},
+		toolNames:  map[string]string{},
+		calls:      map[string]*call{},
+	}
+}
+
+// Launch builds seed 000's command: the prompt goes in as a stream-json user
+// message and comes back through --replay-user-messages, so the stream itself
+// records it. --include-partial-messages is added because in 2.1.328 only the
+// message_delta stream event carries a call's final output token count.
+func (a *Adapter) Launch(spec adapters.LaunchSpec) (*adapters.Launch, error) {
+	argv := []string{spec.Binary, "-p",
+		"--input-format", "stream-json", "--replay-user-messages",
+		"--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	if spec.Model != "" {
+		argv = append(argv, "--model", spec.Model)
+	}
+	switch {
+	case spec.Resume != "":
+		argv = append(argv, "--resume", spec.Resume)
+	case spec.SessionID != "":
+		argv = append(argv, "--session-id", spec.SessionID)
+	default:
+		argv = append(argv, "--no-session-persistence")
+	}
+	argv = append(argv, "--permission-mode", "auto", "--setting-sources", "", "--strict-mcp-config")
+	if spec.NoSubagents {
+		argv = append(argv, "--disallowedTools", "Task", "Agent")
+	}
+	stdin, err := userMessage(spec.Prompt, spec.Images)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		// claude-code keeps its sessions, settings and caches here; a private
+		// directory keeps runs apart and lets --session-dir find the session.
+		"CLAUDE_CONFIG_DIR=" + filepath.Join(spec.StateDir, "claude"),
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DISABLE_AUTOUPDATER=1",
+	}
+	return &adapters.Launch{Argv: argv, Env: env, Stdin: stdin, EchoesPrompt: true}, nil
+}
+
+// userMessage is the stream-json line that carries the prompt and images.
+func userMessage(prompt string, images []string) ([]byte, error) {
+	var content any = prompt
+	if len(images) > 0 {
+		blocks := make([]map[string]any, 0, len(images)+1)
+		for _, p := range images {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("--image %s: %w", p, err)
+			}
+			mt := mime.TypeByExtension(strings.ToLower(filepath.Ext(p)))
+			if !strings.HasPrefix(mt, "image/") {
+				return nil, fmt.Errorf("--image %s: not a known image type (use .png, .jpg, .gif or .webp)", p)
+			}
+			blocks = append(blocks, map[string]any{"type": "image", "source": map[string]any{
+				"type": "base64", "media_type": mt, "data": base64.StdEncoding.EncodeToString(data)}})
+		}
+		blocks = append(blocks, map[string]any{"type": "text", "text": prompt})
+		content = blocks
+	}
+	msg := map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": content}}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Translate handles one stream-json line.
+func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
+	line = bytes.TrimRight(line, "\r")
+	if len(line) == 0 || line[0] != '{' {
+		return
+	}
+	var l wireLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return
+	}
+	parent := ""
+	if l.ParentToolUseID != nil {
+		parent = *l.ParentToolUseID
+	}
+	switch l.Type {
+	case "system":
+		a.system(&l, emit)
+	case "assistant":
+		a.assistant(&l, parent, emit)
+	case "user":
+		a.user(&l, parent, emit)
+	case "stream_event":
+		a.streamEvent(&l, parent, emit)
+	case "result":
+		a.result(&l, emit)
+	}
+}
+
+func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
+	switch l.Subtype {
+	case "init":
+		if l.SessionID != "" {
+			emit(records.Session{ID: l.SessionID})
+		}
+	case "permission_denied":
+		a.denied[l.ToolUseID] = true
+	case "task_started":
+		if l.TaskType != "" && l.TaskType != "local_agent" {
+			return
+		}
+		a.taskToTool[l.TaskID] = l.ToolUseID
+		s := a.subagents[l.ToolUseID]
+		if s == nil {
+			// The Agent tool_use line was not seen (a cut stream): start the
+			// subagent from what the task line says.
+			s = &subagentState{}
+			a.subagents[l.ToolUseID] = s
+			emit(records.SubagentStart{ID: l.ToolUseID, Kind: l.SubagentType, Description: l.Description})
+		}
+		if l.IsBackgrounded != nil && *l.IsBackgrounded {
+			s.background = true
+		}
+	case "task_notification":
+		id := l.ToolUseID
+		if id == "" {
+			id = a.taskToTool[l.TaskID]
+		}
+		a.endSubagent(id, l.Status != "" && l.Status != "completed", emit)
+	case "task_updated":
+		if l.Patch == nil {
+			return
+		}
+		if id, ok := a.taskToTool[l.TaskID]; ok && (l.Patch.Status == "completed" || l.Patch.Status == "killed" || l.Patch.Status == "failed") {
+			a.endSubagent(id, l.Patch.Status != "completed", emit)
+		}
+	}
+}
+
+func (a *Adapter) endSubagent(id string, failed bool, emit adapters.Emit) {
+	s := a.subagents[id]
+	if s == nil || s.ended {
+		return
+	}
+	a.flushCalls(func(c *call) bool { return c.parent == id }, emit)
+	s.ended = true
+	emit(records.SubagentEnd{ID: id, Failed: failed})
+}
+
+func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
+	m := l.Message
+	if m == nil {
+		return
+	}
+	if l.IsAPIError || m.Model == syntheticModel {
+		// claude-code wrote this message itself: no model call, no usage
+		// (seed 003). Its text is the error the run failed with.
+		for _, b := range decodeBlocks(m.Content) {
+			if b.Type == "text" && b.Text != "" {
+				a.apiError = b.Text
+			}
+		}
+		return
+	}
+	if m.ID != "" {
+		// A new call of this agent means its previous call is over.
+		a.flushCalls(func(c *call) bool { return c.parent == parent && c.id != m.ID }, emit)
+		c := a.call(m.ID, parent, m.Model, emit)
+		if m.Usage != nil && a.streamingID != m.ID {
+			c.usage = mergeUsage(c.usage, m.Usage)
+			emit(records.CallUsage{Parent: parent, CallID: m.ID, Counts: c.usage})
+		}
+	}
+	for _, b := range decodeBlocks(m.Content) {
+		switch b.Type {
+		case "text":
+			if strings.TrimSpace(b.Text) != "" {
+				emit(records.Text{Parent: parent, Text: b.Text})
+			}
+		case "tool_use":
+			a.toolUse(b, parent, emit)
+		}
+	}
+}
+
+func (a *Adapter) toolUse(b wireBlock, parent string, emit adapters.Emit) {
+	var in toolInput
+	_ = json.Unmarshal(b.Input, &in)
+	a.toolNames[b.ID] = b.Name
+	if subagentTools[b.Name] {
+		if _, seen := a.subagents[b.ID]; seen {
+			return
+		}
+		a.subagents[b.ID] = &subagentState{background: in.RunInBackground != nil && *in.RunInBackground}
+		kind := in.SubagentType
+		if kind == "" {
+			kind = "general-purpose"
+		}
+		emit(records.SubagentStart{ID: b.ID, Parent: parent, Kind: kind, Model: in.Model, Description: in.Description})
+		return
+	}
+	emit(records.ToolStart{ID: b.ID, Parent: parent, Name: b.Name, Summary: summary(b.Name, in)})
+}
+
+func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
+	m := l.Message
+	if m == nil {
+		return
+	}
+	if l.IsReplay && parent == "" {
+		if !a.prompted {
+			a.prompted = true
+			emit(records.Prompt{Text: promptText(m.Content)})
+		}
+		return
+	}
+	// A tool result means the call that asked for it is over.
+	a.flushCalls(func(c *call) bool { return c.parent == parent }, emit)
+	deniedByMeta := map[string]bool{}
+	for _, meta := range l.ToolResultMeta {
+		if meta.NonExecutionKind != "" {
+			deniedByMeta[meta.ID] = true
+		}
+	}
+	for _, b := range decodeBlocks(m.Content) {
+		if b.Type != "tool_result" {
+			continue
+		}
+		failed := b.IsError != nil && *b.IsError
+		if s, ok := a.subagents[b.ToolUseID]; ok {
+			// A background subagent's tool result only says it was launched;
+			// its end comes later as task_notification or task_updated.
+			if !failed && (s.background || launchedOnly(l.ToolUseResult)) {
+				s.background = true
+				continue
+			}
+			a.endSubagent(b.ToolUseID, failed, emit)
+			continue
+		}
+		denied := a.denied[b.ToolUseID] || deniedByMeta[b.ToolUseID]
+		emit(records.ToolEnd{ID: b.ToolUseID, Denied: denied, Error: events.Bool(failed && !denied)})
+	}
+}
+
+// launchedOnly reports whether an Agent tool result only says that the agent
+// was started in the background (its end comes later as a task event).
+func launchedOnly(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return r.Status == "async_launched"
+}
+
+func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
+	ev := l.Event
+	if ev == nil {
+		return
+	}
+	switch ev.Type {
+	case "message_start":
+		if ev.Message == nil || ev.Message.ID == "" {
+			return
+		}
+		a.flushCalls(func(c *call) bool { return c.parent == parent && c.id != ev.Message.ID }, emit)
+		a.streamingID = ev.Message.ID
+		c := a.call(ev.Message.ID, parent, ev.Message.Model, emit)
+		if ev.Message.Usage != nil {
+			c.usage = mergeUsage(c.usage, ev.Message.Usage)
+			emit(records.CallUsage{Parent: parent, CallID: c.id, Counts: c.usage})
+		}
+	case "message_delta":
+		c := a.calls[a.streamingID]
+		if c == nil || ev.Usage == nil {
+			return
+		}
+		c.usage = mergeUsage(c.usage, ev.Usage)
+		emit(records.CallUsage{Parent: c.parent, CallID: c.id, Counts: c.usage})
+	case "message_stop":
+		id := a.streamingID
+		a.flushCalls(func(c *call) bool { return c.id == id }, emit)
+	}
+}
+
+func (a *Adapter) result(l *wireLine, emit adapters.Emit) {
+	a.flushCalls(func(*call) bool { return true }, emit)
+	copy := *l
+	copy.Message = nil
+	a.lastResult = &copy
+	if l.SessionID != "" {
+		emit(records.Session{ID: l.SessionID})
+	}
+	for _, d := range l.PermissionDenials {
+		a.denied[d.ToolUseID] = true
+	}
+	emit(records.Total{Usage: totals(l)})
+}
+
+// totals is end.usage from a result line. modelUsage accumulates over the
+// whole process (every turn, subagents and claude-code's own helper calls),
+// so the last result holds the run's total. An empty modelUsage gives nulls,
+// cost included, even when total_cost_usd is 0 (seed 003).
+func totals(l *wireLine) events.Totals {
+	t := events.NewTotals()
+	if len(l.ModelUsage) == 0 {
+		return t
+	}
+	for model, mu := range l.ModelUsage {
+		t.AddModel(model, events.TokenCounts{InputTokens: mu.InputTokens, OutputTokens: mu.OutputTokens,
+			CacheReadTokens: mu.CacheReadInputTokens, CacheWriteTokens: mu.CacheCreationInputTokens, CostUSD: mu.CostUSD})
+	}
+	if l.TotalCostUSD != nil {
+		t.CostUSD = events.Float64(*l.TotalCostUSD)
+	}
+	return t
+}
+
+func (a *Adapter) call(id, parent, model string, emit adapters.Emit) *call {
+	c := a.calls[id]
+	if c == nil {
+		c = &call{id: id, parent: parent, model: model}
+		a.calls[id] = c
+		a.callOrder = append(a.callOrder, id)
+		emit(records.CallStart{Parent: parent, CallID: id})
+	}
+	if c.model == "" {
+		c.model = model
+	}
+	return c
+}
+
+// flushCalls emits the usage of the pending calls that match, in the order
+// the calls started, and forgets them.
+func (a *Adapter) flushCalls(match func(*call) bool, emit adapters.Emit) {
+	kept := a.callOrder[:0]
+	for _, id := range a.callOrder {
+		c := a.calls[id]
+		if c == nil {
+			continue
+		}
+		if !match(c) {
+			kept = append(kept, id)
+			continue
+		}
+		emit(records.Usage{Parent: c.parent, CallID: c.id, Model: c.model, Counts: c.usage})
+		// Keep a tombstone so a late block of the same message does not
+		// start the call again.
+		a.calls[id] = nil
+	}
+	a.callOrder = kept
+}
+
+// mergeUsage takes the later report of each field: message_delta carries the
+// call's final cumulative counts, message_start only the input side.
+func mergeUsage(c events.TokenCounts, u *wireUsage) events.TokenCounts {
+	if u.InputTokens != nil {
+		c.InputTokens = events.Int64(*u.InputTokens)
+	}
+	if u.OutputTokens != nil {
+		c.OutputTokens = events.Int64(*u.OutputTokens)
+	}
+	if u.CacheReadInputTokens != nil {
+		c.CacheReadTokens = events.Int64(*u.CacheReadInputTokens)
+	}
+	if u.CacheCreationInputTokens != nil {
+		c.CacheWriteTokens = events.Int64(*u.CacheCreationInputTokens)
+	}
+	return c
+}
+
+// Close emits the usage of calls that never reported their end.
+func (a *Adapter) Close(emit adapters.Emit) {
+	a.flushCalls(func(*call) bool { return true }, emit)
+}
+
+// Verdict applies seed 000's rules: a non-zero exit fails; with exit 0 the
+// last result's is_error decides; no result at all means the process was
+// killed.
+func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
+	r := a.lastResult
+	switch {
+	case exit.Signaled:
+		return adapters.Verdict{Failed: true, Detail: "claude-code was killed by a signal" + a.errorSuffix()}
+	case exit.Code != 0:
+		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
+	case r == nil:
+		return adapters.Verdict{Failed: true, Detail: "claude-code exited without a result (killed or crashed before the turn ended)"}
+	case r.IsError:
+		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
+	}
+	return adapters.Verdict{}
+}
+
+func (a *Adapter) errorSuffix() string {
+	if m := a.errorMessage(); m != "" {
+		return ": " + m
+	}
+	return ""
+}
+
+// errorMessage is claude-code's own account of the failure: the synthetic API
+// error text, else the failing result's text or errors.
+func (a *Adapter) errorMessage() string {
+	if a.apiError != "" {
+		return a.apiError
+	}
+	r := a.lastResult
+	if r == nil || !r.IsError {
+		return ""
+	}
+	if r.Result != nil && strings.TrimSpace(*r.Result) != "" {
+		return *r.Result
+	}
+	if len(r.Errors) > 0 {
+		return strings.Join(r.Errors, "; ")
+	}
+	if r.TerminalReason != "" {
+		return fmt.Sprintf("claude-code ended with %s (terminal_reason %s)", r.Subtype, r.TerminalReason)
+	}
+	return ""
+}
+
+func decodeBlocks(raw json.RawMessage) []wireBlock {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil
+	}
+	var blocks []wireBlock
+	_ = json.Unmarshal(raw, &blocks)
+	return blocks
+}
+
+// promptText is the text of an echoed user message: a string, or the text
+// blocks of a block list (images are listed from --image, not from here).
+func promptText(raw json.RawMessage) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	var parts []string
+	for _, b := range decodeBlocks(raw) {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

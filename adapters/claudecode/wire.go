@@ -1,0 +1,109 @@
+package claudecode
+
+import "encoding/json"
+
+// The subset of claude-code's stream-json lines (seed 000, seed 002) that the
+// adapter reads. One struct for every line type keeps decoding to a single
+// pass; fields a line type does not have stay zero.
+type wireLine struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+
+	// assistant, user, stream_event
+	Message         *wireMessage    `json:"message"`
+	ParentToolUseID *string         `json:"parent_tool_use_id"`
+	IsReplay        bool            `json:"isReplay"`
+	IsSynthetic     bool            `json:"isSynthetic"`
+	IsAPIError      bool            `json:"is_api_error_message"`
+	Error           json.RawMessage `json:"error"` // a string on assistant lines, a string on api_retry
+	ToolUseResult   json.RawMessage `json:"tool_use_result"`
+	ToolResultMeta  []struct {
+		ID               string `json:"id"`
+		NonExecutionKind string `json:"non_execution_kind"`
+	} `json:"tool_result_meta"`
+	Event *wireStreamEvent `json:"event"`
+
+	// system
+	Model          string `json:"model"`
+	ToolName       string `json:"tool_name"`
+	ToolUseID      string `json:"tool_use_id"`
+	TaskID         string `json:"task_id"`
+	TaskType       string `json:"task_type"`
+	Description    string `json:"description"`
+	SubagentType   string `json:"subagent_type"`
+	IsBackgrounded *bool  `json:"is_backgrounded"`
+	Status         string `json:"status"`
+	Patch          *struct {
+		Status string `json:"status"`
+	} `json:"patch"`
+
+	// result
+	IsError           bool                      `json:"is_error"`
+	Result            *string                   `json:"result"`
+	Errors            []string                  `json:"errors"`
+	TerminalReason    string                    `json:"terminal_reason"`
+	TotalCostUSD      *float64                  `json:"total_cost_usd"`
+	ModelUsage        map[string]wireModelUsage `json:"modelUsage"`
+	PermissionDenials []struct {
+		ToolUseID string `json:"tool_use_id"`
+	} `json:"permission_denials"`
+}
+
+type wireMessage struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"` // a string (echoed prompt) or blocks
+	Usage   *wireUsage      `json:"usage"`
+}
+
+type wireBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	IsError   *bool           `json:"is_error"`
+}
+
+type wireUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+}
+
+type wireStreamEvent struct {
+	Type    string       `json:"type"`
+	Message *wireMessage `json:"message"` // message_start
+	Usage   *wireUsage   `json:"usage"`   // message_delta
+}
+
+type wireModelUsage struct {
+	InputTokens              *int64   `json:"inputTokens"`
+	OutputTokens             *int64   `json:"outputTokens"`
+	CacheReadInputTokens     *int64   `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens *int64   `json:"cacheCreationInputTokens"`
+	CostUSD                  *float64 `json:"costUSD"`
+}
+
+// toolInput holds the input fields that summaries and subagent starts use.
+type toolInput struct {
+	Command         string `json:"command"`
+	FilePath        string `json:"file_path"`
+	Path            string `json:"path"`
+	Pattern         string `json:"pattern"`
+	URL             string `json:"url"`
+	Query           string `json:"query"`
+	Skill           string `json:"skill"`
+	Description     string `json:"description"`
+	Prompt          string `json:"prompt"`
+	SubagentType    string `json:"subagent_type"`
+	Model           string `json:"model"`
+	RunInBackground *bool  `json:"run_in_background"`
+	Script          string `json:"script"`
+	NotebookPath    string `json:"notebook_path"`
+	TaskID          string `json:"task_id"`
+	Todos           []any  `json:"todos"`
+}

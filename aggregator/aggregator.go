@@ -1,0 +1,336 @@
+// Package aggregator turns an adapter's records into the schema-1 event
+// stream, applying every rule of seed 003 that does not depend on the
+// runtime: parents, subagent numbering, tool_start/tool pairing, usage sums
+// and by-model totals, the events owed before end, and end itself.
+package aggregator
+
+import (
+	"time"
+
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/records"
+)
+
+// Sink receives each event as soon as it is final.
+type Sink func(events.Event) error
+
+// Aggregator is single-threaded: the runner feeds it from one goroutine.
+type Aggregator struct {
+	sink Sink
+	now  func() time.Time
+
+	subagents map[string]*subagent
+	subOrder  []string // ids in start order, for the subagent_end events owed at end
+
+	tools     map[string]*tool
+	toolOrder []string // ids in start order, for the tool events owed at end
+
+	usage        events.Totals  // sum of usage events
+	runtimeTotal *events.Totals // the runtime's own total, when it gave one
+
+	lastMainText *string
+	result       *string
+	sessionID    string
+
+	mainCalls      int
+	seenCalls      map[string]bool
+	finishedTokens int64
+	inflight       map[string]int64 // call id → tokens so far of calls without a Usage yet
+
+	counters Counters
+	err      error // first sink error; later events are dropped
+}
+
+// Counters are the run's tallies, for the end summary in Kubernetes status.
+type Counters struct {
+	Tools             int `json:"tools"`
+	ToolErrors        int `json:"toolErrors"`
+	Denials           int `json:"denials"`
+	Subagents         int `json:"subagents"`
+	DeniedConnections int `json:"deniedConnections"`
+}
+
+type subagent struct {
+	start   *events.SubagentStart
+	parent  string
+	started time.Time
+	usage   events.Totals
+	ended   bool
+}
+
+type tool struct {
+	start *events.ToolStart
+	ended bool
+}
+
+// New returns an aggregator that writes to sink; now is the clock.
+func New(sink Sink, now func() time.Time) *Aggregator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Aggregator{
+		sink:      sink,
+		now:       now,
+		subagents: map[string]*subagent{},
+		tools:     map[string]*tool{},
+		usage:     events.NewTotals(),
+		seenCalls: map[string]bool{},
+		inflight:  map[string]int64{},
+	}
+}
+
+func (a *Aggregator) emit(typ string, e events.Event) {
+	if a.err != nil {
+		return
+	}
+	events.Stamp(e, typ, a.now())
+	a.err = a.sink(e)
+}
+
+// Err returns the first error of the sink.
+func (a *Aggregator) Err() error { return a.err }
+
+// Start writes the start event. It must come first.
+func (a *Aggregator) Start(s *events.Start) { a.emit(events.TypeStart, s) }
+
+// parentOf maps a record's parent to the event's parent field.
+func (a *Aggregator) parentOf(p string) *string {
+	if p == "" {
+		return nil
+	}
+	if _, ok := a.subagents[p]; !ok {
+		// A record names a subagent whose start we never saw (a truncated or
+		// reordered stream). Synthesize the start so every parent in the
+		// stream is a subagent_start id, as consumers rely on.
+		a.startSubagent(records.SubagentStart{ID: p, Kind: "unknown"})
+	}
+	return events.String(p)
+}
+
+// Add turns one record into zero or more events.
+func (a *Aggregator) Add(r records.Record) {
+	switch r := r.(type) {
+	case records.Prompt:
+		images := r.Images
+		if images == nil {
+			images = []string{}
+		}
+		a.emit(events.TypePrompt, &events.Prompt{Text: r.Text, Images: images})
+	case records.ToolStart:
+		a.toolStart(r)
+	case records.ToolEnd:
+		a.toolEnd(r)
+	case records.Text:
+		if r.Parent == "" {
+			t := r.Text
+			a.lastMainText = &t
+		}
+		a.emit(events.TypeText, &events.Text{Parent: a.parentOf(r.Parent), Text: r.Text})
+	case records.CallStart:
+		a.callStart(r.Parent, r.CallID)
+	case records.CallUsage:
+		a.callStart(r.Parent, r.CallID)
+		if r.CallID != "" {
+			a.inflight[r.CallID] = tokens(r.Counts)
+		}
+	case records.Usage:
+		a.addUsage(r)
+	case records.SubagentStart:
+		a.startSubagent(r)
+	case records.SubagentEnd:
+		a.endSubagent(r.ID, r.Failed)
+	case records.Network:
+		var reason *string
+		if !r.Allowed {
+			reason = events.String(r.Reason)
+			a.counters.DeniedConnections++
+		}
+		a.emit(events.TypeNetwork, &events.NetworkAccess{Host: r.Host, Port: r.Port, Allowed: r.Allowed, Reason: reason})
+	case records.Total:
+		t := r.Usage.Clone()
+		a.runtimeTotal = &t
+	case records.Result:
+		t := r.Text
+		a.result = &t
+	case records.Session:
+		a.sessionID = r.ID
+	}
+}
+
+func (a *Aggregator) callStart(parent, id string) {
+	if id != "" {
+		if a.seenCalls[id] {
+			return
+		}
+		a.seenCalls[id] = true
+	}
+	if parent == "" {
+		a.mainCalls++
+	}
+}
+
+// tokens is what --max-tokens counts: everything the call consumed and
+// produced, cached or not.
+func tokens(c events.TokenCounts) int64 {
+	var n int64
+	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
+		if p != nil {
+			n += *p
+		}
+	}
+	return n
+}
+
+func (a *Aggregator) toolStart(r records.ToolStart) {
+	if _, dup := a.tools[r.ID]; dup {
+		return
+	}
+	if _, isSub := a.subagents[r.ID]; isSub {
+		return
+	}
+	ts := &events.ToolStart{ID: r.ID, Parent: a.parentOf(r.Parent), Name: r.Name, Summary: r.Summary}
+	a.tools[r.ID] = &tool{start: ts}
+	a.toolOrder = append(a.toolOrder, r.ID)
+	a.emit(events.TypeToolStart, ts)
+}
+
+func (a *Aggregator) toolEnd(r records.ToolEnd) {
+	if _, isSub := a.subagents[r.ID]; isSub {
+		// The call that started a subagent shows only as subagent events.
+		return
+	}
+	t, ok := a.tools[r.ID]
+	if !ok {
+		a.toolStart(records.ToolStart{ID: r.ID, Parent: r.Parent, Name: r.Name, Summary: r.Summary})
+		t = a.tools[r.ID]
+	}
+	if t.ended {
+		return
+	}
+	errv := r.Error
+	if r.Denied {
+		// A denied call never ran, so it did not fail (seed 003).
+		errv = events.Bool(false)
+	}
+	a.writeTool(t, r.Denied, errv)
+}
+
+func (a *Aggregator) writeTool(t *tool, denied bool, errv *bool) {
+	t.ended = true
+	a.counters.Tools++
+	if denied {
+		a.counters.Denials++
+	}
+	if errv != nil && *errv {
+		a.counters.ToolErrors++
+	}
+	a.emit(events.TypeTool, &events.Tool{ID: t.start.ID, Parent: t.start.Parent, Name: t.start.Name,
+		Summary: t.start.Summary, Denied: denied, Error: errv})
+}
+
+func (a *Aggregator) startSubagent(r records.SubagentStart) {
+	if _, dup := a.subagents[r.ID]; dup {
+		return
+	}
+	parent := a.parentOf(r.Parent)
+	s := &subagent{parent: r.Parent, started: a.now(), usage: events.NewTotals()}
+	a.subagents[r.ID] = s
+	a.subOrder = append(a.subOrder, r.ID)
+	a.counters.Subagents++
+	s.start = &events.SubagentStart{ID: r.ID, Parent: parent, Number: len(a.subOrder), Kind: r.Kind,
+		Model: events.StringOrNil(r.Model), Description: records.OneLine(r.Description)}
+	a.emit(events.TypeSubagentStart, s.start)
+}
+
+func (a *Aggregator) endSubagent(id string, failed bool) {
+	s, ok := a.subagents[id]
+	if !ok || s.ended {
+		return
+	}
+	s.ended = true
+	status := events.SubagentFinished
+	if failed {
+		status = events.SubagentFailed
+	}
+	a.emit(events.TypeSubagentEnd, &events.SubagentEnd{ID: id, Status: status,
+		DurationMs: a.now().Sub(s.started).Milliseconds(), Usage: s.usage.Clone()})
+}
+
+func (a *Aggregator) addUsage(r records.Usage) {
+	if r.CallID != "" {
+		a.callStart(r.Parent, r.CallID)
+		delete(a.inflight, r.CallID)
+	}
+	a.finishedTokens += tokens(r.Counts)
+	parent := a.parentOf(r.Parent)
+	a.usage.AddModel(r.Model, r.Counts)
+	// A subagent's usage counts for it and for every subagent above it.
+	for p := r.Parent; p != ""; {
+		s := a.subagents[p]
+		s.usage.AddModel(r.Model, r.Counts)
+		p = s.parent
+	}
+	c := r.Counts
+	a.emit(events.TypeUsage, &events.Usage{Parent: parent, Model: events.StringOrNil(r.Model),
+		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CacheReadTokens: c.CacheReadTokens,
+		CacheWriteTokens: c.CacheWriteTokens, CostUSD: c.CostUSD, ContextTokens: c.Context()})
+}
+
+// MainCalls is the number of model calls the main agent started: what
+// --max-turns counts.
+func (a *Aggregator) MainCalls() int { return a.mainCalls }
+
+// Tokens is every token of finished and running calls so far: what
+// --max-tokens counts.
+func (a *Aggregator) Tokens() int64 {
+	n := a.finishedTokens
+	for _, v := range a.inflight {
+		n += v
+	}
+	return n
+}
+
+// Counters returns the run's tallies so far.
+func (a *Aggregator) Counters() Counters { return a.counters }
+
+// Outcome is what the runner knows at the end of a run.
+type Outcome struct {
+	Status   string
+	ExitCode *int
+	Detail   string
+	Started  time.Time // when agentrun began parsing its command line
+	// SessionID is the id saved into --session-dir, or "" when nothing was
+	// saved (end.session_id is then null even if the runtime had a session).
+	SessionID string
+}
+
+// Finish writes the tool and subagent_end events still owed, then end, and
+// returns the end event.
+func (a *Aggregator) Finish(o Outcome) *events.End {
+	for _, id := range a.toolOrder {
+		if t := a.tools[id]; !t.ended {
+			a.writeTool(t, false, nil)
+		}
+	}
+	// Innermost first is not required by the seed; start order is stable
+	// and easy to follow.
+	for _, id := range a.subOrder {
+		a.endSubagent(id, true)
+	}
+	total := a.usage
+	if a.runtimeTotal != nil {
+		total = *a.runtimeTotal
+	}
+	result := a.result
+	if result == nil {
+		result = a.lastMainText
+	}
+	end := &events.End{Status: o.Status, ExitCode: o.ExitCode, Detail: o.Detail,
+		Usage: total.Clone(), Result: result, SessionID: events.StringOrNil(o.SessionID)}
+	end.DurationMs = a.now().Sub(o.Started).Milliseconds()
+	a.emit(events.TypeEnd, end)
+	return end
+}
+
+// SessionID is the runtime's own session id, if it reported one.
+func (a *Aggregator) SessionID() string { return a.sessionID }

@@ -1,0 +1,210 @@
+// Package events is the schema-1 unified event stream of seed 003: the ten
+// event types, their fields in the order of the seed's type definitions, and
+// the null-versus-value rules. Every other part of agentrun produces or
+// consumes these types; nothing else defines the schema.
+//
+// Field order matters (consumers diff streams line by line), so every event is
+// a struct whose fields are declared in the seed's order and encoding/json keeps
+// that order. Optional values are pointers without omitempty so that "the
+// runtime did not report it" is written as null, never left out.
+package events
+
+import "time"
+
+// Schema is the version of the event format; it goes up only when an existing
+// field is removed or changes meaning.
+const Schema = 1
+
+// Event types.
+const (
+	TypeStart         = "start"
+	TypePrompt        = "prompt"
+	TypeToolStart     = "tool_start"
+	TypeTool          = "tool"
+	TypeText          = "text"
+	TypeUsage         = "usage"
+	TypeSubagentStart = "subagent_start"
+	TypeSubagentEnd   = "subagent_end"
+	TypeNetwork       = "network"
+	TypeEnd           = "end"
+)
+
+// End statuses, in the precedence order of seed 003 (first that holds wins).
+const (
+	StatusRejected    = "rejected"
+	StatusTimeout     = "timeout"
+	StatusLimit       = "limit"
+	StatusInterrupted = "interrupted"
+	StatusFailed      = "failed"
+	StatusFinished    = "finished"
+)
+
+// Subagent end statuses.
+const (
+	SubagentFinished = "finished"
+	SubagentFailed   = "failed"
+)
+
+// Network denial reasons.
+const (
+	ReasonNotAllowed     = "not_allowed"
+	ReasonPrivateAddress = "private_address"
+)
+
+// TimeFormat is RFC 3339 in UTC with exactly three fractional digits.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders t as the seed's event time.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// Base is the head every event starts with.
+type Base struct {
+	Schema int    `json:"schema"`
+	Type   string `json:"type"`
+	Time   string `json:"time"`
+}
+
+// Event is implemented by every schema-1 event.
+type Event interface {
+	base() *Base
+}
+
+func (b *Base) base() *Base { return b }
+
+// Head returns the common fields of e.
+func Head(e Event) *Base { return e.base() }
+
+// Stamp sets the schema, type and time of e.
+func Stamp(e Event, typ string, t time.Time) {
+	b := e.base()
+	b.Schema = Schema
+	b.Type = typ
+	b.Time = FormatTime(t)
+}
+
+// Network describes the network policy of a run.
+type Network struct {
+	Mode     string   `json:"mode"`
+	Allow    []string `json:"allow"`
+	Enforced bool     `json:"enforced"`
+}
+
+// Start is written once, after the runtime process started.
+type Start struct {
+	Base
+	Runtime  string   `json:"runtime"`
+	Sandbox  string   `json:"sandbox"`
+	Network  Network  `json:"network"`
+	DenyRead []string `json:"deny_read"`
+	Model    *string  `json:"model"`
+	Cwd      string   `json:"cwd"`
+	Argv     []string `json:"argv"`
+	Env      []string `json:"env"`
+}
+
+// Prompt carries the prompt the runtime received.
+type Prompt struct {
+	Base
+	Text   string   `json:"text"`
+	Images []string `json:"images"`
+}
+
+// ToolStart is written when a tool call starts.
+type ToolStart struct {
+	Base
+	ID      string  `json:"id"`
+	Parent  *string `json:"parent"`
+	Name    string  `json:"name"`
+	Summary string  `json:"summary"`
+}
+
+// Tool is written when a tool call ends.
+type Tool struct {
+	Base
+	ID      string  `json:"id"`
+	Parent  *string `json:"parent"`
+	Name    string  `json:"name"`
+	Summary string  `json:"summary"`
+	Denied  bool    `json:"denied"`
+	Error   *bool   `json:"error"`
+}
+
+// Text is a complete piece of agent text.
+type Text struct {
+	Base
+	Parent *string `json:"parent"`
+	Text   string  `json:"text"`
+}
+
+// Usage is the usage of one model call (or one turn or step, per runtime).
+type Usage struct {
+	Base
+	Parent           *string  `json:"parent"`
+	Model            *string  `json:"model"`
+	InputTokens      *int64   `json:"input_tokens"`
+	OutputTokens     *int64   `json:"output_tokens"`
+	CacheReadTokens  *int64   `json:"cache_read_tokens"`
+	CacheWriteTokens *int64   `json:"cache_write_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+	ContextTokens    *int64   `json:"context_tokens"`
+}
+
+// SubagentStart is written when an agent starts a subagent.
+type SubagentStart struct {
+	Base
+	ID          string  `json:"id"`
+	Parent      *string `json:"parent"`
+	Number      int     `json:"number"`
+	Kind        string  `json:"kind"`
+	Model       *string `json:"model"`
+	Description string  `json:"description"`
+}
+
+// SubagentEnd is written when a subagent ends.
+type SubagentEnd struct {
+	Base
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	DurationMs int64  `json:"duration_ms"`
+	Usage      Totals `json:"usage"`
+}
+
+// NetworkAccess is one (host, port, allowed) decision of the filter proxy.
+type NetworkAccess struct {
+	Base
+	Host    string  `json:"host"`
+	Port    int     `json:"port"`
+	Allowed bool    `json:"allowed"`
+	Reason  *string `json:"reason"`
+}
+
+// End is the last event of every run.
+type End struct {
+	Base
+	Status     string  `json:"status"`
+	ExitCode   *int    `json:"exit_code"`
+	Detail     string  `json:"detail"`
+	DurationMs int64   `json:"duration_ms"`
+	Usage      Totals  `json:"usage"`
+	Result     *string `json:"result"`
+	SessionID  *string `json:"session_id"`
+}
+
+// TokenCounts are the five summable usage fields.
+type TokenCounts struct {
+	InputTokens      *int64   `json:"input_tokens"`
+	OutputTokens     *int64   `json:"output_tokens"`
+	CacheReadTokens  *int64   `json:"cache_read_tokens"`
+	CacheWriteTokens *int64   `json:"cache_write_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+}
+
+// Totals is a usage total with a per-model breakdown. ByModel is never nil
+// when written: a run without any usage has {} there.
+type Totals struct {
+	TokenCounts
+	ByModel map[string]TokenCounts `json:"by_model"`
+}
+
+// UnknownModel is the by_model key for usage whose model is not known.
+const UnknownModel = "unknown"

@@ -1,0 +1,139 @@
+// Package runner runs one agent: it validates the request, launches the
+// runtime CLI through its adapter, feeds every raw line through the
+// aggregator, enforces the timeout and the turn and token limits, and ends
+// the event stream with the end event. The `agentrun run` and
+// `agentrun translate` verbs are thin shells around it.
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/adapters"
+)
+
+// Options is one `agentrun run`.
+type Options struct {
+	Runtime     string
+	Model       string
+	Prompt      string
+	RawPath     string        // --raw: every raw byte of the runtime's stdout
+	Timeout     time.Duration // 0 = none
+	MaxTurns    int           // 0 = none
+	MaxTokens   int64         // 0 = none
+	Env         []string      // --env K=V, in order
+	EnvFile     string
+	Images      []string
+	NoSubagents bool
+	SessionDir  string
+	Resume      string
+	Cwd         string
+	// Grace is how long a runtime gets after SIGINT before it is killed.
+	Grace time.Duration
+}
+
+// DefaultGrace lets a CLI write its closing result after SIGINT; claude-code
+// needs well under a second, node-based CLIs a little more.
+const DefaultGrace = 10 * time.Second
+
+// prepared is a validated request.
+type prepared struct {
+	runtime adapters.Runtime
+	cwd     string
+	env     [][2]string // user variables, --env-file first, then --env
+	spec    adapters.LaunchSpec
+}
+
+// rejection is a request error: it ends the run as "rejected" with a detail
+// that says how to fix it.
+type rejection struct{ msg string }
+
+func (r rejection) Error() string { return r.msg }
+
+func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
+
+// prepare validates o without touching the runtime.
+func prepare(o Options) (*prepared, error) {
+	rt, err := adapters.Lookup(o.Runtime)
+	if err != nil {
+		return nil, reject("--runtime: %v; pass one of %s", err, strings.Join(adapters.Names(), ", "))
+	}
+	if strings.TrimSpace(o.Prompt) == "" {
+		return nil, reject("no prompt: pass the prompt as the last argument, for example: agentrun run --runtime %s \"fix the failing test\"", o.Runtime)
+	}
+	switch {
+	case o.Timeout < 0:
+		return nil, reject("--timeout must be a positive number of seconds (or 0 for none)")
+	case o.MaxTurns < 0:
+		return nil, reject("--max-turns must be a positive number (or 0 for none)")
+	case o.MaxTokens < 0:
+		return nil, reject("--max-tokens must be a positive number (or 0 for none)")
+	}
+	cwd := o.Cwd
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
+		}
+	}
+	if cwd, err = filepath.Abs(cwd); err == nil {
+		cwd, err = filepath.EvalSymlinks(cwd)
+	}
+	if err != nil {
+		return nil, reject("--cwd %s: %v; pass an existing directory", o.Cwd, err)
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
+	}
+	p := &prepared{runtime: rt, cwd: cwd}
+	if o.EnvFile != "" {
+		vars, err := readEnvFile(o.EnvFile)
+		if err != nil {
+			return nil, reject("%v; fix the file or drop --env-file", err)
+		}
+		p.env = append(p.env, vars...)
+	}
+	for _, kv := range o.Env {
+		k, v, err := parseEnv(kv)
+		if err != nil {
+			return nil, reject("%v", err)
+		}
+		p.env = append(p.env, [2]string{k, v})
+	}
+	for _, img := range o.Images {
+		if st, err := os.Stat(img); err != nil || st.IsDir() {
+			return nil, reject("--image %s: not a readable file; pass the path of a PNG, JPEG, GIF or WebP image", img)
+		}
+	}
+	if o.Resume != "" && o.SessionDir == "" {
+		return nil, reject("--resume needs --session-dir: pass the directory the session was saved in")
+	}
+	if o.SessionDir != "" {
+		if err := os.MkdirAll(o.SessionDir, 0o700); err != nil {
+			return nil, reject("--session-dir %s: %v; pass a writable directory", o.SessionDir, err)
+		}
+	}
+	if o.Resume != "" {
+		if _, err := os.Stat(sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
+			return nil, reject("--resume %s: no %s session with that id in --session-dir %s; use an id from a previous end.session_id", o.Resume, o.Runtime, o.SessionDir)
+		}
+	}
+	p.spec = adapters.LaunchSpec{Prompt: o.Prompt, Images: o.Images, Model: o.Model,
+		NoSubagents: o.NoSubagents, Cwd: cwd, Resume: o.Resume}
+	return p, nil
+}
+
+// envNames lists the user's variable names in first-seen order, for start.env.
+func (p *prepared) envNames() []string {
+	names := []string{}
+	seen := map[string]bool{}
+	for _, kv := range p.env {
+		if !seen[kv[0]] {
+			seen[kv[0]] = true
+			names = append(names, kv[0])
+		}
+	}
+	return names
+}

@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/aggregator"
+	"github.com/agentrun-dev/agentrun/records"
+)
+
+// pipeline is adapter → aggregator for one run. Lines come from the reader
+// goroutine and network decisions from the proxy, so it is locked.
+type pipeline struct {
+	mu      sync.Mutex
+	adapter adapters.Adapter
+	agg     *aggregator.Aggregator
+	add     adapters.Emit
+}
+
+func newPipeline(a adapters.Adapter, agg *aggregator.Aggregator) *pipeline {
+	return &pipeline{adapter: a, agg: agg, add: agg.Add}
+}
+
+func (p *pipeline) record(r records.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.agg.Add(r)
+}
+
+// progress is what the limits are checked against after every line.
+type progress struct {
+	mainCalls int
+	tokens    int64
+}
+
+func (p *pipeline) line(b []byte) progress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.adapter.Translate(b, p.add)
+	return progress{mainCalls: p.agg.MainCalls(), tokens: p.agg.Tokens()}
+}
+
+func (p *pipeline) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.adapter.Close(p.add)
+}
+
+// consume reads raw output to EOF: every byte goes to raw (when set) as it
+// was read, every line to the adapter. onLine runs after each line with the
+// run's progress; warn receives one line about each skipped oversize line.
+func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), warn func(string)) error {
+	if raw != nil {
+		r = io.TeeReader(r, raw)
+	}
+	lr := newLineReader(r, MaxLine)
+	for {
+		line, err := lr.next()
+		var tooLong errLineTooLong
+		switch {
+		case errors.As(err, &tooLong):
+			warn(fmt.Sprintf("skipped a %d-byte output line (over the %d MiB limit); it is kept in --raw", tooLong.size, MaxLine>>20))
+			continue
+		case errors.Is(err, io.EOF) || isDeadline(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		pr := p.line(line)
+		if onLine != nil {
+			onLine(pr)
+		}
+	}
+}
