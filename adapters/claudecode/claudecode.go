@@ -5,6 +5,7 @@ package claudecode
 
 import (
 	"bytes"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -144,7 +145,13 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 	}
 	var l wireLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return
+		// A field of an unexpected type (permission_denied's "message" is a
+		// string, not a message object) is skipped by encoding/json, which
+		// still fills the rest: only syntax errors make a line unusable.
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			return
+		}
 	}
 	parent := ""
 	if l.ParentToolUseID != nil {

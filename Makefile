@@ -1,0 +1,42 @@
+# agentrun: see README.md. Every target is a thin shell around a hack/ script
+# or a go command, so CI and people run the same thing.
+
+GO ?= go
+BIN := bin
+
+.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/agentrun ./cmd/agentrun
+	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
+
+setup:
+	hack/setup.sh
+
+## test: everything CI runs (set-up, gofmt, vet, all tests, short fuzzing).
+test:
+	hack/test.sh
+
+## test-unit: the Go tests only, no set-up.
+test-unit:
+	$(GO) test ./...
+
+fuzz:
+	hack/fuzz.sh $(FUZZTIME)
+
+## bench: translate+aggregate throughput against a line-split baseline.
+bench:
+	hack/bench.sh
+
+## demo-local: the real claude-code CLI against the mock model, through agentrun run.
+demo-local: build setup
+	hack/demo-local.sh
+
+lint:
+	gofmt -l . | grep -v '^.cache/' | (! grep .)
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything the tests and the local run need, idempotently:
+# Debian packages (tmux for the rich-format terminal test) and the pinned
+# agent CLIs from npm (cached under .cache/). Safe to run on every test run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install ${need_apt[*]}"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+command -v npm >/dev/null 2>&1 || { echo "setup: npm is missing (Node.js 20 or newer with npm is needed for the agent CLIs)" >&2; exit 1; }
+"$root/hack/install-clis.sh"
