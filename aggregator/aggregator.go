@@ -185,10 +185,11 @@ func (a *Aggregator) toolStart(r records.ToolStart) {
 	if _, dup := a.tools[r.ID]; dup {
 		return
 	}
+	parent := a.parentOf(r.Parent) // may start a subagent with this very id
 	if _, isSub := a.subagents[r.ID]; isSub {
 		return
 	}
-	ts := &events.ToolStart{ID: r.ID, Parent: a.parentOf(r.Parent), Name: r.Name, Summary: r.Summary}
+	ts := &events.ToolStart{ID: r.ID, Parent: parent, Name: r.Name, Summary: r.Summary}
 	a.tools[r.ID] = &tool{start: ts}
 	a.toolOrder = append(a.toolOrder, r.ID)
 	a.emit(events.TypeToolStart, ts)
@@ -202,7 +203,9 @@ func (a *Aggregator) toolEnd(r records.ToolEnd) {
 	t, ok := a.tools[r.ID]
 	if !ok {
 		a.toolStart(records.ToolStart{ID: r.ID, Parent: r.Parent, Name: r.Name, Summary: r.Summary})
-		t = a.tools[r.ID]
+		if t = a.tools[r.ID]; t == nil {
+			return // the id turned out to be a subagent's
+		}
 	}
 	if t.ended {
 		return
@@ -229,10 +232,13 @@ func (a *Aggregator) writeTool(t *tool, denied bool, errv *bool) {
 }
 
 func (a *Aggregator) startSubagent(r records.SubagentStart) {
+	if r.Parent == r.ID {
+		r.Parent = "" // a subagent cannot be its own parent
+	}
+	parent := a.parentOf(r.Parent)
 	if _, dup := a.subagents[r.ID]; dup {
 		return
 	}
-	parent := a.parentOf(r.Parent)
 	s := &subagent{parent: r.Parent, started: a.now(), usage: events.NewTotals()}
 	a.subagents[r.ID] = s
 	a.subOrder = append(a.subOrder, r.ID)
@@ -327,7 +333,9 @@ func (a *Aggregator) Finish(o Outcome) *events.End {
 	}
 	end := &events.End{Status: o.Status, ExitCode: o.ExitCode, Detail: o.Detail,
 		Usage: total.Clone(), Result: result, SessionID: events.StringOrNil(o.SessionID)}
-	end.DurationMs = a.now().Sub(o.Started).Milliseconds()
+	if !o.Started.IsZero() {
+		end.DurationMs = a.now().Sub(o.Started).Milliseconds()
+	}
 	a.emit(events.TypeEnd, end)
 	return end
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/records"
 )
 
@@ -296,7 +297,7 @@ func TestFieldOrder(t *testing.T) {
 		}
 		typ := events.Head(e).Type
 		seen[typ] = true
-		if got := KeyOrder(b); !reflect.DeepEqual(got, want[typ]) {
+		if got, _ := eventstest.KeyOrder(b); !reflect.DeepEqual(got, want[typ]) {
 			t.Errorf("%s keys = %v, want %v", typ, got, want[typ])
 		}
 		if ts := events.Head(e).Time; len(ts) != len("2026-10-04T13:00:01.000Z") || !strings.HasSuffix(ts, "Z") {
@@ -306,27 +307,6 @@ func TestFieldOrder(t *testing.T) {
 	if len(seen) != 10 {
 		t.Errorf("saw %d event types, want all 10", len(seen))
 	}
-}
-
-// KeyOrder returns the top-level keys of a JSON object in order.
-func KeyOrder(b []byte) []string {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	var keys []string
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return keys
-		}
-		keys = append(keys, tok.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return keys
-		}
-	}
-	return keys
 }
 
 func mustJSON(v any) string {
