@@ -5,11 +5,19 @@
 package aggregator
 
 import (
+	"sort"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/recent"
 	"github.com/agentrun-dev/agentrun/records"
 )
+
+// finishedWindow is how many finished tool, subagent and call ids are
+// remembered to ignore late duplicates. State for running work is kept in
+// full; finished work is forgotten beyond this window so memory stays flat
+// however long the stream is. Duplicates arrive within a few lines.
+const finishedWindow = 4096
 
 // Sink receives each event as soon as it is final.
 type Sink func(events.Event) error
@@ -19,11 +27,13 @@ type Aggregator struct {
 	sink Sink
 	now  func() time.Time
 
-	subagents map[string]*subagent
-	subOrder  []string // ids in start order, for the subagent_end events owed at end
+	subagents     map[string]*subagent // running subagents
+	endedSubs     *recent.Set
+	subagentCount int // for numbering, from 1 in start order
 
-	tools     map[string]*tool
-	toolOrder []string // ids in start order, for the tool events owed at end
+	tools      map[string]*tool // running tool calls
+	endedTools *recent.Set
+	toolSeq    int // start order of tools, for the tool events owed at end
 
 	usage        events.Totals  // sum of usage events
 	runtimeTotal *events.Totals // the runtime's own total, when it gave one
@@ -33,7 +43,7 @@ type Aggregator struct {
 	sessionID    string
 
 	mainCalls      int
-	seenCalls      map[string]bool
+	seenCalls      *recent.Set
 	finishedTokens int64
 	inflight       map[string]int64 // call id → tokens so far of calls without a Usage yet
 
@@ -51,16 +61,15 @@ type Counters struct {
 }
 
 type subagent struct {
-	start   *events.SubagentStart
+	number  int
 	parent  string
 	started time.Time
 	usage   events.Totals
-	ended   bool
 }
 
 type tool struct {
+	seq   int
 	start *events.ToolStart
-	ended bool
 }
 
 // New returns an aggregator that writes to sink; now is the clock.
@@ -71,11 +80,13 @@ func New(sink Sink, now func() time.Time) *Aggregator {
 	return &Aggregator{
 		sink:      sink,
 		now:       now,
-		subagents: map[string]*subagent{},
-		tools:     map[string]*tool{},
-		usage:     events.NewTotals(),
-		seenCalls: map[string]bool{},
-		inflight:  map[string]int64{},
+		subagents:  map[string]*subagent{},
+		endedSubs:  recent.New(finishedWindow),
+		tools:      map[string]*tool{},
+		endedTools: recent.New(finishedWindow),
+		usage:      events.NewTotals(),
+		seenCalls:  recent.New(finishedWindow),
+		inflight:   map[string]int64{},
 	}
 }
 
@@ -98,7 +109,7 @@ func (a *Aggregator) parentOf(p string) *string {
 	if p == "" {
 		return nil
 	}
-	if _, ok := a.subagents[p]; !ok {
+	if _, ok := a.subagents[p]; !ok && !a.endedSubs.Has(p) {
 		// A record names a subagent whose start we never saw (a truncated or
 		// reordered stream). Synthesize the start so every parent in the
 		// stream is a subagent_start id, as consumers rely on.
@@ -159,10 +170,10 @@ func (a *Aggregator) Add(r records.Record) {
 
 func (a *Aggregator) callStart(parent, id string) {
 	if id != "" {
-		if a.seenCalls[id] {
+		if a.seenCalls.Has(id) {
 			return
 		}
-		a.seenCalls[id] = true
+		a.seenCalls.Add(id)
 	}
 	if parent == "" {
 		a.mainCalls++
@@ -182,22 +193,23 @@ func tokens(c events.TokenCounts) int64 {
 }
 
 func (a *Aggregator) toolStart(r records.ToolStart) {
-	if _, dup := a.tools[r.ID]; dup {
+	if _, dup := a.tools[r.ID]; dup || a.endedTools.Has(r.ID) {
 		return
 	}
 	parent := a.parentOf(r.Parent) // may start a subagent with this very id
-	if _, isSub := a.subagents[r.ID]; isSub {
+	if a.isSubagent(r.ID) {
 		return
 	}
 	ts := &events.ToolStart{ID: r.ID, Parent: parent, Name: r.Name, Summary: r.Summary}
-	a.tools[r.ID] = &tool{start: ts}
-	a.toolOrder = append(a.toolOrder, r.ID)
+	a.toolSeq++
+	a.tools[r.ID] = &tool{seq: a.toolSeq, start: ts}
 	a.emit(events.TypeToolStart, ts)
 }
 
 func (a *Aggregator) toolEnd(r records.ToolEnd) {
-	if _, isSub := a.subagents[r.ID]; isSub {
-		// The call that started a subagent shows only as subagent events.
+	if a.isSubagent(r.ID) || a.endedTools.Has(r.ID) {
+		// The call that started a subagent shows only as subagent events;
+		// a tool ends once.
 		return
 	}
 	t, ok := a.tools[r.ID]
@@ -206,9 +218,6 @@ func (a *Aggregator) toolEnd(r records.ToolEnd) {
 		if t = a.tools[r.ID]; t == nil {
 			return // the id turned out to be a subagent's
 		}
-	}
-	if t.ended {
-		return
 	}
 	errv := r.Error
 	if r.Denied {
@@ -219,7 +228,8 @@ func (a *Aggregator) toolEnd(r records.ToolEnd) {
 }
 
 func (a *Aggregator) writeTool(t *tool, denied bool, errv *bool) {
-	t.ended = true
+	delete(a.tools, t.start.ID)
+	a.endedTools.Add(t.start.ID)
 	a.counters.Tools++
 	if denied {
 		a.counters.Denials++
@@ -236,24 +246,30 @@ func (a *Aggregator) startSubagent(r records.SubagentStart) {
 		r.Parent = "" // a subagent cannot be its own parent
 	}
 	parent := a.parentOf(r.Parent)
-	if _, dup := a.subagents[r.ID]; dup {
+	if a.isSubagent(r.ID) {
 		return
 	}
-	s := &subagent{parent: r.Parent, started: a.now(), usage: events.NewTotals()}
+	a.subagentCount++
+	s := &subagent{number: a.subagentCount, parent: r.Parent, started: a.now(), usage: events.NewTotals()}
 	a.subagents[r.ID] = s
-	a.subOrder = append(a.subOrder, r.ID)
 	a.counters.Subagents++
-	s.start = &events.SubagentStart{ID: r.ID, Parent: parent, Number: len(a.subOrder), Kind: r.Kind,
-		Model: events.StringOrNil(r.Model), Description: records.OneLine(r.Description)}
-	a.emit(events.TypeSubagentStart, s.start)
+	a.emit(events.TypeSubagentStart, &events.SubagentStart{ID: r.ID, Parent: parent, Number: s.number, Kind: r.Kind,
+		Model: events.StringOrNil(r.Model), Description: records.OneLine(r.Description)})
+}
+
+// isSubagent reports whether id started a subagent (running or finished).
+func (a *Aggregator) isSubagent(id string) bool {
+	_, running := a.subagents[id]
+	return running || a.endedSubs.Has(id)
 }
 
 func (a *Aggregator) endSubagent(id string, failed bool) {
 	s, ok := a.subagents[id]
-	if !ok || s.ended {
+	if !ok {
 		return
 	}
-	s.ended = true
+	delete(a.subagents, id)
+	a.endedSubs.Add(id)
 	status := events.SubagentFinished
 	if failed {
 		status = events.SubagentFailed
@@ -270,9 +286,13 @@ func (a *Aggregator) addUsage(r records.Usage) {
 	a.finishedTokens += tokens(r.Counts)
 	parent := a.parentOf(r.Parent)
 	a.usage.AddModel(r.Model, r.Counts)
-	// A subagent's usage counts for it and for every subagent above it.
+	// A subagent's usage counts for it and for every running subagent
+	// above it.
 	for p := r.Parent; p != ""; {
-		s := a.subagents[p]
+		s, ok := a.subagents[p]
+		if !ok {
+			break
+		}
 		s.usage.AddModel(r.Model, r.Counts)
 		p = s.parent
 	}
@@ -313,14 +333,21 @@ type Outcome struct {
 // Finish writes the tool and subagent_end events still owed, then end, and
 // returns the end event.
 func (a *Aggregator) Finish(o Outcome) *events.End {
-	for _, id := range a.toolOrder {
-		if t := a.tools[id]; !t.ended {
-			a.writeTool(t, false, nil)
-		}
+	pending := make([]*tool, 0, len(a.tools))
+	for _, t := range a.tools {
+		pending = append(pending, t)
 	}
-	// Innermost first is not required by the seed; start order is stable
-	// and easy to follow.
-	for _, id := range a.subOrder {
+	sort.Slice(pending, func(i, j int) bool { return pending[i].seq < pending[j].seq })
+	for _, t := range pending {
+		a.writeTool(t, false, nil)
+	}
+	// Subagents still running end as failed, in start order.
+	running := make([]string, 0, len(a.subagents))
+	for id := range a.subagents {
+		running = append(running, id)
+	}
+	sort.Slice(running, func(i, j int) bool { return a.subagents[running[i]].number < a.subagents[running[j]].number })
+	for _, id := range running {
 		a.endSubagent(id, true)
 	}
 	total := a.usage

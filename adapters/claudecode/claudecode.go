@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/recent"
 	"github.com/agentrun-dev/agentrun/records"
 )
 
@@ -38,14 +39,14 @@ const syntheticModel = "<synthetic>"
 type Adapter struct {
 	prompted bool
 
-	subagents  map[string]*subagentState // Agent tool_use id → state
-	taskToTool map[string]string         // task_id → Agent tool_use id
-	denied     map[string]bool           // tool_use ids the permission layer denied
-	toolNames  map[string]string         // tool_use id → tool name (for background bash)
-
-	calls       map[string]*call // message id → call whose usage is not emitted yet
-	callOrder   []string
-	streamingID string // the message id of the main agent's current stream_event call
+	subagents     map[string]*subagentState // running subagents by Agent tool_use id
+	endedSubs     *recent.Set
+	taskToTool    map[string]string // task_id → Agent tool_use id
+	denied        map[string]bool   // tool_use ids the permission layer denied
+	calls         map[string]*call  // message id → call whose usage is not emitted yet
+	callOrder     []string
+	finishedCalls *recent.Set // message ids whose usage is out: later blocks of them add nothing
+	streamingID   string      // the message id of the main agent's current stream_event call
 
 	lastResult *wireLine
 	apiError   string // the text of the last synthetic API error message
@@ -53,8 +54,11 @@ type Adapter struct {
 
 type subagentState struct {
 	background bool
-	ended      bool
 }
+
+// finishedWindow bounds the ids of finished calls and subagents that are
+// remembered, so the adapter's memory does not grow with the stream.
+const finishedWindow = 4096
 
 type call struct {
 	id, parent, model string
@@ -64,11 +68,12 @@ type call struct {
 // New returns an adapter for one run.
 func New() *Adapter {
 	return &Adapter{
-		subagents:  map[string]*subagentState{},
-		taskToTool: map[string]string{},
-		denied:     map[string]bool{},
-		toolNames:  map[string]string{},
-		calls:      map[string]*call{},
+		subagents:     map[string]*subagentState{},
+		endedSubs:     recent.New(finishedWindow),
+		taskToTool:    map[string]string{},
+		denied:        map[string]bool{},
+		calls:         map[string]*call{},
+		finishedCalls: recent.New(finishedWindow),
 	}
 }
 
@@ -183,6 +188,9 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 		if l.TaskType != "" && l.TaskType != "local_agent" {
 			return
 		}
+		if a.endedSubs.Has(l.ToolUseID) {
+			return
+		}
 		a.taskToTool[l.TaskID] = l.ToolUseID
 		s := a.subagents[l.ToolUseID]
 		if s == nil {
@@ -212,12 +220,17 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 }
 
 func (a *Adapter) endSubagent(id string, failed bool, emit adapters.Emit) {
-	s := a.subagents[id]
-	if s == nil || s.ended {
+	if _, running := a.subagents[id]; !running {
 		return
 	}
 	a.flushCalls(func(c *call) bool { return c.parent == id }, emit)
-	s.ended = true
+	delete(a.subagents, id)
+	a.endedSubs.Add(id)
+	for task, tool := range a.taskToTool {
+		if tool == id {
+			delete(a.taskToTool, task)
+		}
+	}
 	emit(records.SubagentEnd{ID: id, Failed: failed})
 }
 
@@ -260,9 +273,8 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 func (a *Adapter) toolUse(b wireBlock, parent string, emit adapters.Emit) {
 	var in toolInput
 	_ = json.Unmarshal(b.Input, &in)
-	a.toolNames[b.ID] = b.Name
 	if subagentTools[b.Name] {
-		if _, seen := a.subagents[b.ID]; seen {
+		if _, seen := a.subagents[b.ID]; seen || a.endedSubs.Has(b.ID) {
 			return
 		}
 		a.subagents[b.ID] = &subagentState{background: in.RunInBackground != nil && *in.RunInBackground}
@@ -301,6 +313,9 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			continue
 		}
 		failed := b.IsError != nil && *b.IsError
+		if a.endedSubs.Has(b.ToolUseID) {
+			continue
+		}
 		if s, ok := a.subagents[b.ToolUseID]; ok {
 			// A background subagent's tool result only says it was launched;
 			// its end comes later as task_notification or task_updated.
@@ -312,6 +327,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			continue
 		}
 		denied := a.denied[b.ToolUseID] || deniedByMeta[b.ToolUseID]
+		delete(a.denied, b.ToolUseID)
 		emit(records.ToolEnd{ID: b.ToolUseID, Denied: denied, Error: events.Bool(failed && !denied)})
 	}
 }
@@ -392,7 +408,12 @@ func totals(l *wireLine) events.Totals {
 	return t
 }
 
+// call returns the pending call id, starting it when new. A call whose usage
+// is already out gives a throwaway call, so its late blocks add nothing.
 func (a *Adapter) call(id, parent, model string, emit adapters.Emit) *call {
+	if a.finishedCalls.Has(id) {
+		return &call{id: id, parent: parent, model: model}
+	}
 	c := a.calls[id]
 	if c == nil {
 		c = &call{id: id, parent: parent, model: model}
@@ -412,17 +433,13 @@ func (a *Adapter) flushCalls(match func(*call) bool, emit adapters.Emit) {
 	kept := a.callOrder[:0]
 	for _, id := range a.callOrder {
 		c := a.calls[id]
-		if c == nil {
-			continue
-		}
 		if !match(c) {
 			kept = append(kept, id)
 			continue
 		}
 		emit(records.Usage{Parent: c.parent, CallID: c.id, Model: c.model, Counts: c.usage})
-		// Keep a tombstone so a late block of the same message does not
-		// start the call again.
-		a.calls[id] = nil
+		delete(a.calls, id)
+		a.finishedCalls.Add(id)
 	}
 	a.callOrder = kept
 }
