@@ -54,6 +54,7 @@ type Adapter struct {
 
 type subagentState struct {
 	background bool
+	completed  bool // task_updated said completed; the report may follow
 }
 
 // finishedWindow bounds the ids of finished calls and subagents that are
@@ -63,6 +64,12 @@ const finishedWindow = 4096
 type call struct {
 	id, parent, model string
 	usage             events.TokenCounts
+	// outputFinal is set once a report of the call's final output count
+	// arrived. In 2.1.328 the assistant lines carry message_start's usage,
+	// whose output_tokens is a placeholder; only message_delta (main agent,
+	// with --include-partial-messages) and a subagent's closing report give
+	// the real count. Without one the output is reported as null.
+	outputFinal bool
 }
 
 // New returns an adapter for one run.
@@ -208,14 +215,51 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 		if id == "" {
 			id = a.taskToTool[l.TaskID]
 		}
+		if l.Usage != nil && l.Usage.TotalTokens != nil {
+			// total_tokens is the last call's context plus its output.
+			a.finishLastCall(id, func(c *call) *int64 {
+				if ctx := c.usage.Context(); ctx != nil && *l.Usage.TotalTokens >= *ctx {
+					return events.Int64(*l.Usage.TotalTokens - *ctx)
+				}
+				return nil
+			})
+		}
 		a.endSubagent(id, l.Status != "" && l.Status != "completed", emit)
 	case "task_updated":
 		if l.Patch == nil {
 			return
 		}
-		if id, ok := a.taskToTool[l.TaskID]; ok && (l.Patch.Status == "completed" || l.Patch.Status == "killed" || l.Patch.Status == "failed") {
-			a.endSubagent(id, l.Patch.Status != "completed", emit)
+		id, ok := a.taskToTool[l.TaskID]
+		if !ok {
+			return
 		}
+		switch l.Patch.Status {
+		case "killed", "failed":
+			a.endSubagent(id, true, emit)
+		case "completed":
+			// task_notification or the Agent tool result follows with the
+			// closing report; end there, or at Close if neither comes.
+			if s := a.subagents[id]; s != nil {
+				s.completed = true
+			}
+		}
+	}
+}
+
+// finishLastCall sets the final output of subagent id's pending call from
+// its closing report.
+func (a *Adapter) finishLastCall(id string, output func(*call) *int64) {
+	for i := len(a.callOrder) - 1; i >= 0; i-- {
+		c := a.calls[a.callOrder[i]]
+		if c.parent != id {
+			continue
+		}
+		if !c.outputFinal {
+			if out := output(c); out != nil {
+				c.usage.OutputTokens, c.outputFinal = out, true
+			}
+		}
+		return
 	}
 }
 
@@ -300,8 +344,12 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 		}
 		return
 	}
-	// A tool result means the call that asked for it is over.
-	a.flushCalls(func(c *call) bool { return c.parent == parent }, emit)
+	if parent == "" {
+		// A tool result means the main agent's call that asked for it is
+		// over. A subagent's last call stays pending until the subagent's
+		// closing report, which holds that call's final output count.
+		a.flushCalls(func(c *call) bool { return c.parent == "" }, emit)
+	}
 	deniedByMeta := map[string]bool{}
 	for _, meta := range l.ToolResultMeta {
 		if meta.NonExecutionKind != "" {
@@ -317,11 +365,20 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			continue
 		}
 		if s, ok := a.subagents[b.ToolUseID]; ok {
+			res := decodeAgentResult(l.ToolUseResult)
 			// A background subagent's tool result only says it was launched;
 			// its end comes later as task_notification or task_updated.
-			if !failed && (s.background || launchedOnly(l.ToolUseResult)) {
+			if !failed && (s.background || res.Status == "async_launched") {
 				s.background = true
 				continue
+			}
+			if res.Usage != nil {
+				a.finishLastCall(b.ToolUseID, func(c *call) *int64 {
+					if sameInput(c.usage, res.Usage) {
+						return res.Usage.OutputTokens
+					}
+					return nil
+				})
 			}
 			a.endSubagent(b.ToolUseID, failed, emit)
 			continue
@@ -332,17 +389,21 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	}
 }
 
-// launchedOnly reports whether an Agent tool result only says that the agent
-// was started in the background (its end comes later as a task event).
-func launchedOnly(raw json.RawMessage) bool {
-	if len(raw) == 0 || raw[0] != '{' {
-		return false
+// decodeAgentResult reads an Agent call's tool_use_result (a string when
+// the call failed).
+func decodeAgentResult(raw json.RawMessage) agentResult {
+	var r agentResult
+	if len(raw) > 0 && raw[0] == '{' {
+		_ = json.Unmarshal(raw, &r)
 	}
-	var r struct {
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(raw, &r)
-	return r.Status == "async_launched"
+	return r
+}
+
+// sameInput reports whether a closing report's usage is that of call c.
+func sameInput(c events.TokenCounts, u *wireUsage) bool {
+	eq := func(a, b *int64) bool { return a != nil && b != nil && *a == *b }
+	return eq(c.InputTokens, u.InputTokens) && eq(c.CacheReadTokens, u.CacheReadInputTokens) &&
+		eq(c.CacheWriteTokens, u.CacheCreationInputTokens)
 }
 
 func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
@@ -368,6 +429,7 @@ func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
 			return
 		}
 		c.usage = mergeUsage(c.usage, ev.Usage)
+		c.outputFinal = ev.Usage.OutputTokens != nil
 		emit(records.CallUsage{Parent: c.parent, CallID: c.id, Counts: c.usage})
 	case "message_stop":
 		id := a.streamingID
@@ -437,7 +499,11 @@ func (a *Adapter) flushCalls(match func(*call) bool, emit adapters.Emit) {
 			kept = append(kept, id)
 			continue
 		}
-		emit(records.Usage{Parent: c.parent, CallID: c.id, Model: c.model, Counts: c.usage})
+		counts := c.usage
+		if !c.outputFinal {
+			counts.OutputTokens = nil
+		}
+		emit(records.Usage{Parent: c.parent, CallID: c.id, Model: c.model, Counts: counts})
 		delete(a.calls, id)
 		a.finishedCalls.Add(id)
 	}
@@ -462,8 +528,14 @@ func mergeUsage(c events.TokenCounts, u *wireUsage) events.TokenCounts {
 	return c
 }
 
-// Close emits the usage of calls that never reported their end.
+// Close ends the subagents claude-code reported completed without a closing
+// report, and emits the usage of calls that never reported their end.
 func (a *Adapter) Close(emit adapters.Emit) {
+	for id, s := range a.subagents {
+		if s.completed {
+			a.endSubagent(id, false, emit)
+		}
+	}
 	a.flushCalls(func(*call) bool { return true }, emit)
 }
 

@@ -37,6 +37,10 @@ type wireLine struct {
 	Patch          *struct {
 		Status string `json:"status"`
 	} `json:"patch"`
+	// task_notification: {"total_tokens": N, ...}; result: the main usage.
+	Usage *struct {
+		TotalTokens *int64 `json:"total_tokens"`
+	} `json:"usage"`
 
 	// result
 	IsError           bool                      `json:"is_error"`
@@ -86,6 +90,12 @@ type wireModelUsage struct {
 	CacheReadInputTokens     *int64   `json:"cacheReadInputTokens"`
 	CacheCreationInputTokens *int64   `json:"cacheCreationInputTokens"`
 	CostUSD                  *float64 `json:"costUSD"`
+}
+
+// agentResult is the tool_use_result of an Agent call.
+type agentResult struct {
+	Status string     `json:"status"`
+	Usage  *wireUsage `json:"usage"` // the subagent's last model call, final
 }
 
 // toolInput holds the input fields that summaries and subagent starts use.

@@ -1,0 +1,141 @@
+package mockmodel
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/agentrun-dev/agentrun/events"
+)
+
+// ReadLedger reads a ledger saved as JSON lines (cmd/mockmodel --ledger).
+func ReadLedger(path string) ([]Call, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Call
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var c Call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	return out, sc.Err()
+}
+
+// VerifyUsage checks a run's usage events and end.usage against what the mock
+// served, and returns every mismatch:
+//   - the main agent's usage events are the main calls, in order, exactly;
+//   - the subagents' usage events are the subagent calls, in order, with
+//     exact input and cache counts; their output may be null where the
+//     runtime does not report it (claude-code 2.1.328 reports a subagent's
+//     output only for its last call), but each subagent's last call is exact;
+//   - end.usage's token totals are the sum of every completed call served,
+//     when no call was cut short.
+//
+// nullMainOutput allows null main-agent output counts (claude-code run
+// without --include-partial-messages reports none).
+func VerifyUsage(stream []events.Event, ledger []Call, nullMainOutput bool) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var mainCalls, subCalls []Call
+	var total Usage
+	complete, served := true, false
+	for _, c := range ledger {
+		if c.Status != 200 {
+			continue
+		}
+		served = true
+		if c.Aborted {
+			complete = false
+			continue
+		}
+		total.add(c.Usage)
+		switch c.Role {
+		case "main":
+			mainCalls = append(mainCalls, c)
+		case "subagent":
+			subCalls = append(subCalls, c)
+		}
+	}
+	var mainEvents, subEvents []*events.Usage
+	lastOf := map[string]int{} // subagent id → index of its last usage event in subEvents
+	var end *events.End
+	for _, e := range stream {
+		switch e := e.(type) {
+		case *events.Usage:
+			if e.Parent == nil {
+				mainEvents = append(mainEvents, e)
+			} else {
+				lastOf[*e.Parent] = len(subEvents)
+				subEvents = append(subEvents, e)
+			}
+		case *events.End:
+			end = e
+		}
+	}
+	if complete && len(mainEvents) != len(mainCalls) {
+		fail("%d main usage events, the mock served %d main calls", len(mainEvents), len(mainCalls))
+	}
+	for i := 0; i < len(mainEvents) && i < len(mainCalls); i++ {
+		if !sameCounts(mainEvents[i], mainCalls[i].Usage, !nullMainOutput) {
+			fail("main usage %d = %s, served %+v", i, show(mainEvents[i]), mainCalls[i].Usage)
+		}
+	}
+	if len(subEvents) != len(subCalls) {
+		fail("%d subagent usage events, the mock served %d subagent calls", len(subEvents), len(subCalls))
+	}
+	last := map[int]bool{}
+	for _, i := range lastOf {
+		last[i] = true
+	}
+	for i := 0; i < len(subEvents) && i < len(subCalls); i++ {
+		if !sameCounts(subEvents[i], subCalls[i].Usage, last[i]) {
+			fail("subagent usage %d = %s, served %+v", i, show(subEvents[i]), subCalls[i].Usage)
+		}
+	}
+	if end == nil {
+		return append(errs, fmt.Errorf("no end event"))
+	}
+	if !served {
+		if !end.Usage.IsZero() || len(end.Usage.ByModel) != 0 {
+			b, _ := json.Marshal(end.Usage)
+			fail("end.usage = %s, want nulls: the mock served no call", b)
+		}
+	} else if complete {
+		u := end.Usage
+		if !eq(u.InputTokens, total.InputTokens) || !eq(u.OutputTokens, total.OutputTokens) ||
+			!eq(u.CacheReadTokens, total.CacheReadTokens) || !eq(u.CacheWriteTokens, total.CacheWriteTokens) {
+			b, _ := json.Marshal(u)
+			fail("end.usage = %s, the mock served %+v in all", b, total)
+		}
+	}
+	return errs
+}
+
+func (u *Usage) add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.CacheReadTokens += o.CacheReadTokens
+	u.CacheWriteTokens += o.CacheWriteTokens
+}
+
+func eq(p *int64, v int64) bool { return p != nil && *p == v }
+
+// sameCounts compares one usage event with one served call; the output may
+// be null unless exactOutput.
+func sameCounts(e *events.Usage, u Usage, exactOutput bool) bool {
+	out := eq(e.OutputTokens, u.OutputTokens) || (!exactOutput && e.OutputTokens == nil)
+	return out && eq(e.InputTokens, u.InputTokens) && eq(e.CacheReadTokens, u.CacheReadTokens) &&
+		eq(e.CacheWriteTokens, u.CacheWriteTokens)
+}
+
+func show(e *events.Usage) string {
+	b, _ := events.Marshal(e)
+	return string(b)
+}
