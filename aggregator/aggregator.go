@@ -78,8 +78,8 @@ func New(sink Sink, now func() time.Time) *Aggregator {
 		now = time.Now
 	}
 	return &Aggregator{
-		sink:      sink,
-		now:       now,
+		sink:       sink,
+		now:        now,
 		subagents:  map[string]*subagent{},
 		endedSubs:  recent.New(finishedWindow),
 		tools:      map[string]*tool{},

@@ -145,6 +145,10 @@ func mainReply(c conv, req *messagesRequest) reply {
 			marker = "subagent:bg"
 		}
 		switch {
+		case k == 0 && !req.hasTool("Agent") && !req.hasTool("Task"):
+			// A model cannot call a tool it is not offered (agentrun run
+			// --no-subagents takes it away).
+			return reply{Blocks: []block{text(NoSubagentToolReply)}}
 		case k == 0:
 			return reply{Blocks: []block{
 				text("Delegating to a subagent."),
@@ -177,6 +181,10 @@ func mainReply(c conv, req *messagesRequest) reply {
 	}
 	return reply{Blocks: []block{text(fmt.Sprintf("mockmodel: unknown scenario %q", c.Scenario))}}
 }
+
+// NoSubagentToolReply is the answer of the subagent scenarios when the
+// request offers no subagent tool.
+const NoSubagentToolReply = "No subagent tool is offered, so I will not delegate."
 
 // deniedCommand is the Bash command of the "denied" scenario.
 const deniedCommand = "rm -rf /tmp/agentrun-denied-probe"

@@ -1,0 +1,60 @@
+// Command agentrun runs coding agents and speaks the schema-1 event stream.
+//
+//	agentrun run --runtime R [flags] PROMPT    run an agent, stream its events
+//	agentrun translate --runtime R             raw runtime output → events
+//	agentrun render --format text|rich         events → human formats
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
+	"github.com/agentrun-dev/agentrun/events"
+)
+
+// Exit codes of agentrun itself, by end status. Scripts can tell a limit or
+// a timeout from a failure without reading the stream.
+var exitCodes = map[string]int{
+	events.StatusFinished:    0,
+	events.StatusFailed:      1,
+	events.StatusRejected:    2,
+	events.StatusLimit:       3,
+	events.StatusTimeout:     124,
+	events.StatusInterrupted: 130,
+}
+
+const usage = `agentrun runs coding agents and writes one schema-1 event stream.
+
+Usage:
+  agentrun run --runtime RUNTIME [flags] PROMPT
+  agentrun translate --runtime RUNTIME [--exit-code N] < raw.jsonl
+  agentrun render --format text|rich < events.jsonl
+
+Run "agentrun VERB -h" for the flags of a verb.
+`
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
+	case "translate":
+		return translateCmd(args[1:], stdin, stdout, stderr)
+	case "render":
+		return renderCmd(args[1:], stdin, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "agentrun: unknown verb %q\n\n%s", args[0], usage)
+	return 2
+}

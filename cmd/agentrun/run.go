@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/aggregator"
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/runner"
+)
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func runCmd(args []string, stdout, stderr *os.File) int {
+	started := time.Now()
+	var o runner.Options
+	var formatName string
+	var timeout int
+	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.Runtime, "runtime", "", "the agent CLI: claude-code")
+	fs.StringVar(&o.Model, "model", "", "the model (default: the runtime's)")
+	fs.StringVar(&formatName, "format", "jsonl", "output format: jsonl, text or rich")
+	fs.StringVar(&o.RawPath, "raw", "", "keep the runtime's raw output in this file, byte for byte")
+	fs.IntVar(&timeout, "timeout", 0, "stop the run after this many seconds (0: no timeout)")
+	fs.IntVar(&o.MaxTurns, "max-turns", 0, "stop when the main agent starts more model calls than this")
+	fs.Int64Var(&o.MaxTokens, "max-tokens", 0, "stop when the run has used more tokens than this")
+	fs.Var((*multi)(&o.Env), "env", "set a variable for the agent, NAME=VALUE (repeatable)")
+	fs.StringVar(&o.EnvFile, "env-file", "", "read NAME=VALUE lines for the agent from this file")
+	fs.Var((*multi)(&o.Images), "image", "attach an image to the prompt (repeatable)")
+	fs.BoolVar(&o.NoSubagents, "no-subagents", false, "do not let the agent start subagents")
+	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
+	fs.StringVar(&o.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
+	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
+	help := fs.Bool("h", false, "show this help")
+
+	parseErr := fs.Parse(args)
+	if *help {
+		fs.SetOutput(stdout)
+		fmt.Fprintln(stdout, "Usage: agentrun run --runtime RUNTIME [flags] PROMPT")
+		fs.PrintDefaults()
+		return 0
+	}
+	out, ferr := newRenderer(formatName, stdout, stderr)
+	if ferr != nil {
+		out, _ = newRenderer("jsonl", stdout, stderr)
+	}
+	defer out.Close()
+	reject := func(detail string) int {
+		agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
+		agg.Finish(aggregator.Outcome{Status: events.StatusRejected, Detail: detail, Started: started})
+		return exitCodes[events.StatusRejected]
+	}
+	switch {
+	case parseErr != nil:
+		return reject(fmt.Sprintf("%v; run agentrun run -h for the flags", parseErr))
+	case ferr != nil:
+		return reject(ferr.Error())
+	case fs.NArg() > 1:
+		return reject(fmt.Sprintf("expected one prompt argument, got %d (%q ...): quote the prompt, and put every flag before it", fs.NArg(), fs.Arg(0)))
+	case timeout < 0:
+		return reject("--timeout must be a positive number of seconds (or 0 for none)")
+	}
+	o.Prompt = fs.Arg(0)
+	o.Timeout = time.Duration(timeout) * time.Second
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	end := runner.Run(ctx, o, out, stderrFor(out, stderr))
+	return exitCodes[end.Status]
+}

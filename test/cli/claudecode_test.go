@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/mockmodel"
+)
+
+// TestClaudeCodeScenarios runs the real claude-code CLI through agentrun run
+// for every mock scenario and checks the unified events.
+func TestClaudeCodeScenarios(t *testing.T) {
+	tests := []struct {
+		scenario string
+		types    string // "" when timing makes the order vary; see check
+		status   string
+		exitCode int // claude-code's exit code in end.exit_code
+		agentrun int // agentrun's own exit code
+		result   string
+		detail   string // prefix
+		check    func(t *testing.T, r *mockRun)
+	}{
+		{scenario: "tool", types: "start prompt tool_start usage tool text usage end", status: "finished",
+			result: "Done: wrote hello.txt", check: func(t *testing.T, r *mockRun) {
+				tool := find[*events.Tool](r.events)
+				if tool.Name != "Bash" || tool.Summary != "Bash: echo hello > hello.txt" || tool.Error == nil || *tool.Error {
+					t.Errorf("tool = %+v", tool)
+				}
+				if b, err := os.ReadFile(filepath.Join(r.workdir, "hello.txt")); err != nil || string(b) != "hello\n" {
+					t.Errorf("the agent's command did not run in --cwd: %q %v", b, err)
+				}
+			}},
+		{scenario: "parallel", types: "start prompt text tool_start tool_start usage tool tool text usage end", status: "finished",
+			result: "Both commands finished.\nline 2: ls listed the workspace\nline 3: echo printed two\nline 4: nothing failed\nline 5: done"},
+		{scenario: "subagent", types: "start prompt text subagent_start usage tool_start tool usage tool_start tool usage subagent_end text usage end",
+			status: "finished", result: "Main done after subagent", check: checkSubagent},
+		{scenario: "background", status: "finished", result: "Background result received", check: checkSubagent},
+		{scenario: "denied", types: "start prompt tool_start usage tool text usage end", status: "finished",
+			result: "The command was denied; stopping here.", check: func(t *testing.T, r *mockRun) {
+				tool := find[*events.Tool](r.events)
+				if !tool.Denied || tool.Error == nil || *tool.Error {
+					t.Errorf("denied: %+v", tool)
+				}
+			}},
+		{scenario: "error401", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, detail: "Invalid API key"},
+		{scenario: "error500", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, detail: "API Error: 500"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			r := runScenario(t, tt.scenario, mockmodel.Options{})
+			end := r.end()
+			if end == nil {
+				t.Fatalf("no end event; stderr:\n%s", r.stderr)
+			}
+			if tt.types != "" && r.types() != tt.types {
+				t.Errorf("types:\n got %s\nwant %s", r.types(), tt.types)
+			}
+			if end.Status != tt.status || end.ExitCode == nil || *end.ExitCode != tt.exitCode || r.exit != tt.agentrun {
+				t.Errorf("end %s exit_code %v, agentrun exit %d; want %s %d %d (detail %q)", end.Status, end.ExitCode, r.exit, tt.status, tt.exitCode, tt.agentrun, end.Detail)
+			}
+			if !strings.HasPrefix(end.Detail, tt.detail) {
+				t.Errorf("detail %q, want prefix %q", end.Detail, tt.detail)
+			}
+			if (tt.result == "") != (end.Result == nil) || (end.Result != nil && *end.Result != tt.result) {
+				t.Errorf("result %v, want %q", end.Result, tt.result)
+			}
+			for _, err := range mockmodel.VerifyUsage(r.events, r.srv.Ledger(), false) {
+				t.Error(err)
+			}
+			// Cost is the CLI's own total; null when it reported no model usage.
+			if want := lastResultCost(r.raw); tt.status == "finished" && (want == nil || end.Usage.CostUSD == nil || *end.Usage.CostUSD != *want) {
+				t.Errorf("end cost %v, the CLI's total_cost_usd %v", end.Usage.CostUSD, want)
+			}
+			if tt.status == "failed" && end.Usage.CostUSD != nil {
+				t.Errorf("cost %v with empty modelUsage, want null", *end.Usage.CostUSD)
+			}
+			checkStart(t, r.result)
+			checkRawReplays(t, r.result)
+			if tt.check != nil {
+				tt.check(t, r)
+			}
+		})
+	}
+}
+
+func checkSubagent(t *testing.T, r *mockRun) {
+	start := find[*events.SubagentStart](r.events)
+	end := find[*events.SubagentEnd](r.events)
+	if start == nil || end == nil || start.Number != 1 || start.Kind != "general-purpose" || end.ID != start.ID || end.Status != "finished" {
+		t.Fatalf("subagent start %+v end %+v", start, end)
+	}
+	inner := 0
+	for _, e := range r.events {
+		if ts, ok := e.(*events.ToolStart); ok {
+			inner++
+			if ts.Parent == nil || *ts.Parent != start.ID {
+				t.Errorf("tool %s in the subagent has parent %v", ts.Name, ts.Parent)
+			}
+		}
+		if _, ok := e.(*events.Tool); ok && e.(*events.Tool).ID == start.ID {
+			t.Errorf("the Agent call must not show as a tool event")
+		}
+	}
+	if inner != 2 { // Bash, then SubagentHandback
+		t.Errorf("%d tool calls inside the subagent, want 2", inner)
+	}
+	if end.Usage.InputTokens == nil || *end.Usage.InputTokens != 40+41 {
+		t.Errorf("subagent_end input %v, want the subagent's calls 40+41", end.Usage.InputTokens)
+	}
+}
+
+// checkStart checks the start event of a real run.
+func checkStart(t *testing.T, r *result) {
+	start, ok := r.events[0].(*events.Start)
+	if !ok {
+		t.Fatalf("first event %T", r.events[0])
+	}
+	if start.Runtime != "claude-code" || start.Sandbox != "none" || start.Model == nil || *start.Model != "sonnet" {
+		t.Errorf("start = %+v", start)
+	}
+	want := []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES", "HOME", "TMPDIR"}
+	if strings.Join(start.Env, ",") != strings.Join(want, ",") {
+		t.Errorf("start.env = %v, want only the names %v", start.Env, want)
+	}
+	line := r.stdout[:bytes.IndexByte(r.stdout, '\n')]
+	if bytes.Contains(line, []byte("test-key")) || bytes.Contains(line, []byte("please")) {
+		t.Errorf("start leaks a value or the prompt: %s", line)
+	}
+	real, _ := filepath.EvalSymlinks(r.workdir)
+	if start.Cwd != real {
+		t.Errorf("cwd %q, want %q", start.Cwd, real)
+	}
+}
+
+// checkRawReplays: --raw holds the CLI's stdout (JSON lines only, for
+// claude-code), and `agentrun translate` of it gives the same event types.
+func checkRawReplays(t *testing.T, r *result) {
+	if len(r.raw) == 0 || r.raw[len(r.raw)-1] != '\n' {
+		t.Fatalf("--raw is empty or cut: %d bytes", len(r.raw))
+	}
+	end := r.end()
+	args := []string{"translate", "--runtime", "claude-code"}
+	if end.ExitCode != nil {
+		args = append(args, "--exit-code", strconv.Itoa(*end.ExitCode))
+	}
+	cmd := exec.Command(agentrun, args...)
+	cmd.Stdin = bytes.NewReader(r.raw)
+	out, _ := cmd.Output()
+	var replay result
+	replay.stdout = out
+	rd := events.NewReader(bytes.NewReader(out))
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			break
+		}
+		replay.events = append(replay.events, e)
+	}
+	if replay.types() != r.types() {
+		t.Errorf("translate of --raw gives\n%s\nthe live run gave\n%s", replay.types(), r.types())
+	}
+	if re := replay.end(); re == nil || re.Status != end.Status {
+		t.Errorf("translate end %+v, live %s", re, end.Status)
+	}
+}
+
+func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
+	t.Run("SIGINT to agentrun", func(t *testing.T) {
+		srv, _ := mockmodel.Start(mockmodel.Options{})
+		defer srv.Close()
+		home := t.TempDir()
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home), prompt: "scenario:slow tell a story",
+			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGINT)})
+		end := r.end()
+		if end == nil || end.Status != events.StatusInterrupted || r.exit != 130 || end.Detail != "" {
+			t.Fatalf("end %+v, agentrun exit %d; want interrupted, 130", end, r.exit)
+		}
+	})
+	t.Run("SIGTERM to agentrun", func(t *testing.T) {
+		srv, _ := mockmodel.Start(mockmodel.Options{})
+		defer srv.Close()
+		home := t.TempDir()
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home), prompt: "scenario:slow tell a story",
+			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGTERM)})
+		if end := r.end(); end == nil || end.Status != events.StatusInterrupted {
+			t.Fatalf("end %+v; want interrupted", end)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		srv, _ := mockmodel.Start(mockmodel.Options{})
+		defer srv.Close()
+		home := t.TempDir()
+		start := time.Now()
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home, "--timeout", "4"), prompt: "scenario:slow tell a story",
+			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
+		end := r.end()
+		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 4 reached" || r.exit != 124 {
+			t.Fatalf("end %+v, exit %d; want timeout with detail --timeout 4 reached", end, r.exit)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("the timeout took %s to stop the run", took)
+		}
+		// What was received before the timeout is kept.
+		if find[*events.Prompt](r.events) == nil {
+			t.Errorf("the prompt event is missing: %s", r.types())
+		}
+	})
+}
+
+func TestClaudeCodeLimits(t *testing.T) {
+	tests := []struct {
+		name, flag, value, detail string
+	}{
+		{"turns", "--max-turns", "1", "--max-turns 1 reached: the main agent started model call 2"},
+		{"tokens", "--max-tokens", "50", "--max-tokens 50 reached: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runScenario(t, "tool", mockmodel.Options{}, tt.flag, tt.value)
+			end := r.end()
+			if end == nil || end.Status != events.StatusLimit || !strings.HasPrefix(end.Detail, tt.detail) || r.exit != 3 {
+				t.Fatalf("end %+v exit %d; want limit with detail %q", end, r.exit, tt.detail)
+			}
+		})
+	}
+}
+
+func TestClaudeCodeNoSubagents(t *testing.T) {
+	// The mock calls the Agent tool only when the request offers it: with
+	// --no-subagents the CLI must not offer it.
+	r := runScenario(t, "subagent", mockmodel.Options{}, "--no-subagents")
+	if end := r.end(); end == nil || end.Result == nil || *end.Result != mockmodel.NoSubagentToolReply {
+		t.Errorf("the CLI still offered the subagent tool: %s", r.types())
+	}
+	for _, e := range r.events {
+		if _, ok := e.(*events.SubagentStart); ok {
+			t.Fatalf("a subagent started despite --no-subagents: %s", r.types())
+		}
+	}
+	start := r.events[0].(*events.Start)
+	if !strings.Contains(strings.Join(start.Argv, " "), "--disallowedTools Task Agent") {
+		t.Errorf("argv %v", start.Argv)
+	}
+}
+
+func TestClaudeCodeSessionResume(t *testing.T) {
+	srv, _ := mockmodel.Start(mockmodel.Options{})
+	defer srv.Close()
+	home, ws, sessions := t.TempDir(), t.TempDir(), t.TempDir()
+	args := append(claudeArgs(t, srv, home), "--cwd", ws, "--session-dir", sessions)
+	env := []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}
+	first := runAgentrun(t, invocation{args: args, prompt: "scenario:tool first", env: env})
+	end := first.end()
+	if end == nil || end.Status != "finished" || end.SessionID == nil {
+		t.Fatalf("first run end %+v", end)
+	}
+	saved := filepath.Join(sessions, "claude-code", *end.SessionID+".jsonl")
+	if _, err := os.Stat(saved); err != nil {
+		t.Fatalf("session not saved: %v", err)
+	}
+	second := runAgentrun(t, invocation{args: append(args, "--resume", *end.SessionID), prompt: "scenario:tool again", env: env})
+	end2 := second.end()
+	if end2 == nil || end2.Status != "finished" || end2.SessionID == nil || *end2.SessionID != *end.SessionID {
+		t.Fatalf("resumed run end %+v", end2)
+	}
+	// The resumed conversation carried the first run's turns: the mock saw
+	// a later step of the script.
+	ledger := srv.Ledger()
+	if last := ledger[len(ledger)-1]; last.Step < 2 {
+		t.Errorf("the resumed run started from step %d: the history was not restored", last.Step)
+	}
+	unknown := runAgentrun(t, invocation{args: append(args, "--resume", "no-such-id"), prompt: "x", env: env})
+	if e := unknown.end(); e == nil || e.Status != events.StatusRejected || len(unknown.events) != 1 {
+		t.Errorf("unknown --resume: %s %+v", unknown.types(), e)
+	}
+}
+
+func find[T events.Event](evs []events.Event) T {
+	for _, e := range evs {
+		if x, ok := e.(T); ok {
+			return x
+		}
+	}
+	var zero T
+	return zero
+}
