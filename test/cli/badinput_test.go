@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun-dev/agentrun/events"
+)
+
+// fakeCLI writes a shell script that stands in for claude: it reads its
+// stdin (the prompt message), writes output to stdout and exits. The edge
+// cases below cannot be had from the real CLI on demand.
+func fakeCLI(t *testing.T, stdout []byte, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "stdout")
+	if err := os.WriteFile(out, stdout, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "claude")
+	body := "#!/bin/sh\ncat >/dev/null\ncat '" + out + "'\n" + script + "\n"
+	if err := os.WriteFile(bin, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func realCapture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "adapters", "claudecode", "testdata", "real", name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func runFake(t *testing.T, bin string) *result {
+	t.Helper()
+	return runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir()}, prompt: "hi",
+		env: []string{"AGENTRUN_CLAUDE_BIN=" + bin}})
+}
+
+func TestBadInputIsSkippedAndKept(t *testing.T) {
+	good := realCapture(t, "tool")
+	lines := bytes.SplitAfter(good, []byte("\n"))
+	// A 16 MiB tool result for the Bash call of the capture, valid JSON.
+	huge := []byte(`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_big","type":"tool_result","content":"` +
+		strings.Repeat("x", 16<<20) + `"}]},"parent_tool_use_id":null}` + "\n")
+	bigCall := []byte(`{"type":"assistant","message":{"model":"m","id":"msg_big","content":[{"type":"tool_use","id":"toolu_big","name":"Read","input":{"file_path":"/big"}}],"usage":{"input_tokens":1,"output_tokens":1,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}},"parent_tool_use_id":null}` + "\n")
+	junk := [][]byte{
+		[]byte("this is not JSON at all\n"),
+		[]byte(`{"type":"assistant","message":{"content":[{"type":"text","text":"trunc` + "\n"),
+		[]byte(`{"type":"mystery_event","payload":{"x":1}}` + "\n"),
+		[]byte("{\"type\":\"assistant\",\"message\":{\"model\":\"m\",\"id\":\"msg_utf\",\"content\":[{\"type\":\"text\",\"text\":\"bad \xff\xfe bytes\"}]},\"parent_tool_use_id\":null}\n"),
+		[]byte("\n"),
+		[]byte("\x00\x01\x02 binary\n"),
+	}
+	var out []byte
+	out = append(out, lines[0]...) // init
+	for _, j := range junk {
+		out = append(out, j...)
+	}
+	out = append(out, bigCall...)
+	out = append(out, huge...)
+	for _, l := range lines[1:] {
+		out = append(out, l...)
+	}
+	r := runFake(t, fakeCLI(t, out, "exit 0"))
+	if !bytes.Equal(r.raw, out) {
+		t.Fatalf("--raw is not byte for byte the CLI's stdout: %d bytes, want %d", len(r.raw), len(out))
+	}
+	end := r.end()
+	if end == nil || end.Status != events.StatusFinished {
+		t.Fatalf("end %+v: junk lines must not fail the run", end)
+	}
+	var sawBig, sawUTF bool
+	for _, e := range r.events {
+		switch e := e.(type) {
+		case *events.Tool:
+			sawBig = sawBig || e.ID == "toolu_big"
+		case *events.Text:
+			if strings.HasPrefix(e.Text, "bad ") {
+				sawUTF = true
+				if e.Text != "bad \uFFFD\uFFFD bytes" {
+					t.Errorf("invalid UTF-8 text = %q, want U+FFFD replacements", e.Text)
+				}
+			}
+		}
+	}
+	if !sawBig || !sawUTF {
+		t.Errorf("the 16 MiB line (%v) or the invalid UTF-8 line (%v) was not translated: %s", sawBig, sawUTF, r.types())
+	}
+}
+
+func TestCLIKilledMidLine(t *testing.T) {
+	good := realCapture(t, "tool")
+	cut := bytes.Index(good, []byte(`{"type":"assistant"`))
+	partial := append(append([]byte{}, good[:cut]...), []byte(`{"type":"assistant","message":{"model":"claude-son`)...)
+	r := runFake(t, fakeCLI(t, partial, "kill -9 $$"))
+	if !bytes.Equal(r.raw, partial) {
+		t.Errorf("--raw lost bytes: %d, want %d", len(r.raw), len(partial))
+	}
+	end := r.end()
+	if end == nil || end.Status != events.StatusFailed || end.ExitCode != nil || !strings.Contains(end.Detail, "killed") {
+		t.Fatalf("end %+v; want failed, exit_code null, a detail saying it was killed", end)
+	}
+	if r.exit != 1 {
+		t.Errorf("agentrun exit %d, want 1", r.exit)
+	}
+}
+
+func TestCLICrashUsesStderr(t *testing.T) {
+	r := runFake(t, fakeCLI(t, nil, "echo 'fatal: out of cheese' >&2; exit 3"))
+	end := r.end()
+	if end == nil || end.Status != events.StatusFailed || end.ExitCode == nil || *end.ExitCode != 3 || end.Detail != "fatal: out of cheese" {
+		t.Fatalf("end %+v; want failed, exit 3, the stderr as detail", end)
+	}
+	if !bytes.Contains(r.stderr, []byte("fatal: out of cheese")) {
+		t.Errorf("the CLI's stderr did not pass through: %q", r.stderr)
+	}
+	if got := r.types(); got != "start end" {
+		t.Errorf("types %s", got)
+	}
+}
+
+func TestCLIMissing(t *testing.T) {
+	tests := []struct {
+		name, env, detail string
+	}{
+		{"env points nowhere", "AGENTRUN_CLAUDE_BIN=/nonexistent/claude", "AGENTRUN_CLAUDE_BIN=/nonexistent/claude is not an executable file"},
+		{"not in PATH", "PATH=" + t.TempDir(), `no "claude" in PATH`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := []string{tt.env}
+			if strings.HasPrefix(tt.env, "PATH=") {
+				env = append(env, "AGENTRUN_CLAUDE_BIN=")
+			}
+			r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code"}, prompt: "hi", env: env})
+			end := r.end()
+			if len(r.events) != 1 || end == nil || end.Status != events.StatusFailed || !strings.Contains(end.Detail, tt.detail) {
+				t.Fatalf("%s: want a single failed end naming what is missing (%q)", r.stdout, tt.detail)
+			}
+		})
+	}
+}
+
+func TestRejectedFlags(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		prompt string
+		detail string
+	}{
+		{"unknown flag", []string{"--runtime", "claude-code", "--bogus"}, "hi", "flag provided but not defined: -bogus; run agentrun run -h"},
+		{"unknown runtime", []string{"--runtime", "nope"}, "hi", "--runtime: unknown runtime"},
+		{"no prompt", []string{"--runtime", "claude-code"}, "", "no prompt: pass the prompt as the last argument"},
+		{"bad env", []string{"--runtime", "claude-code", "--env", "1X=2"}, "hi", `--env "1X=2" is not NAME=VALUE`},
+		{"bad format", []string{"--runtime", "claude-code", "--format", "html"}, "hi", `--format "html": use jsonl, text or rich`},
+		{"missing image", []string{"--runtime", "claude-code", "--image", "/no/such.png"}, "hi", "--image /no/such.png: not a readable file"},
+		{"bad cwd", []string{"--runtime", "claude-code", "--cwd", "/no/such/dir"}, "hi", "--cwd /no/such/dir"},
+		{"resume without dir", []string{"--runtime", "claude-code", "--resume", "x"}, "hi", "--resume needs --session-dir"},
+		{"negative timeout", []string{"--runtime", "claude-code", "--timeout", "-1"}, "hi", "--timeout must be a positive number"},
+		{"two prompts", []string{"--runtime", "claude-code", "a"}, "b", "expected one prompt argument, got 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAgentrun(t, invocation{args: tt.args, prompt: tt.prompt, env: []string{"AGENTRUN_CLAUDE_BIN=/bin/false"}})
+			end := r.end()
+			if len(r.events) != 1 || end == nil || end.Status != events.StatusRejected || !strings.Contains(end.Detail, tt.detail) || r.exit != 2 {
+				t.Fatalf("got %s (exit %d); want a single rejected end containing %q", r.stdout, r.exit, tt.detail)
+			}
+			if end.ExitCode != nil {
+				t.Errorf("exit_code %d for a run that never started", *end.ExitCode)
+			}
+		})
+	}
+}
+
+func TestEnvFileNamesOnly(t *testing.T) {
+	envFile := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(envFile, []byte("# secrets\nexport GH_TOKEN=\"s3cret\"\nOTHER='v'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(t.TempDir(), "env.out")
+	bin := fakeCLI(t, realCapture(t, "tool"), "env > '"+dump+"'")
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--env-file", envFile, "--env", "EXTRA=1", "--cwd", t.TempDir()},
+		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin}})
+	start := r.events[0].(*events.Start)
+	if strings.Join(start.Env, ",") != "GH_TOKEN,OTHER,EXTRA" {
+		t.Errorf("start.env = %v", start.Env)
+	}
+	if bytes.Contains(r.stdout, []byte("s3cret")) {
+		t.Errorf("a variable's value leaked into the event stream")
+	}
+	seen, _ := os.ReadFile(dump)
+	for _, want := range []string{"GH_TOKEN=s3cret", "OTHER=v", "EXTRA=1"} {
+		if !bytes.Contains(seen, []byte(want)) {
+			t.Errorf("the CLI did not get %s", want)
+		}
+	}
+}
