@@ -46,6 +46,8 @@ type Aggregator struct {
 	seenCalls      *recent.Set
 	finishedTokens int64
 	inflight       map[string]int64 // call id → tokens so far of calls without a Usage yet
+	inflightTokens int64            // their sum
+	finishedCalls  *recent.Set      // calls whose Usage is in: late CallUsage is ignored
 
 	counters Counters
 	err      error // first sink error; later events are dropped
@@ -78,15 +80,16 @@ func New(sink Sink, now func() time.Time) *Aggregator {
 		now = time.Now
 	}
 	return &Aggregator{
-		sink:       sink,
-		now:        now,
-		subagents:  map[string]*subagent{},
-		endedSubs:  recent.New(finishedWindow),
-		tools:      map[string]*tool{},
-		endedTools: recent.New(finishedWindow),
-		usage:      events.NewTotals(),
-		seenCalls:  recent.New(finishedWindow),
-		inflight:   map[string]int64{},
+		sink:          sink,
+		now:           now,
+		subagents:     map[string]*subagent{},
+		endedSubs:     recent.New(finishedWindow),
+		tools:         map[string]*tool{},
+		endedTools:    recent.New(finishedWindow),
+		usage:         events.NewTotals(),
+		seenCalls:     recent.New(finishedWindow),
+		inflight:      map[string]int64{},
+		finishedCalls: recent.New(finishedWindow),
 	}
 }
 
@@ -141,8 +144,10 @@ func (a *Aggregator) Add(r records.Record) {
 		a.callStart(r.Parent, r.CallID)
 	case records.CallUsage:
 		a.callStart(r.Parent, r.CallID)
-		if r.CallID != "" {
-			a.inflight[r.CallID] = tokens(r.Counts)
+		if r.CallID != "" && !a.finishedCalls.Has(r.CallID) {
+			n := tokens(r.Counts)
+			a.inflightTokens += n - a.inflight[r.CallID]
+			a.inflight[r.CallID] = n
 		}
 	case records.Usage:
 		a.addUsage(r)
@@ -281,7 +286,9 @@ func (a *Aggregator) endSubagent(id string, failed bool) {
 func (a *Aggregator) addUsage(r records.Usage) {
 	if r.CallID != "" {
 		a.callStart(r.Parent, r.CallID)
+		a.inflightTokens -= a.inflight[r.CallID]
 		delete(a.inflight, r.CallID)
+		a.finishedCalls.Add(r.CallID)
 	}
 	a.finishedTokens += tokens(r.Counts)
 	parent := a.parentOf(r.Parent)
@@ -308,13 +315,7 @@ func (a *Aggregator) MainCalls() int { return a.mainCalls }
 
 // Tokens is every token of finished and running calls so far: what
 // --max-tokens counts.
-func (a *Aggregator) Tokens() int64 {
-	n := a.finishedTokens
-	for _, v := range a.inflight {
-		n += v
-	}
-	return n
-}
+func (a *Aggregator) Tokens() int64 { return a.finishedTokens + a.inflightTokens }
 
 // Counters returns the run's tallies so far.
 func (a *Aggregator) Counters() Counters { return a.counters }

@@ -297,7 +297,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 		// A new call of this agent means its previous call is over.
 		a.flushCalls(func(c *call) bool { return c.parent == parent && c.id != m.ID }, emit)
 		c := a.call(m.ID, parent, m.Model, emit)
-		if m.Usage != nil && a.streamingID != m.ID {
+		if m.Usage != nil && a.streamingID != m.ID && !a.finishedCalls.Has(m.ID) {
 			c.usage = mergeUsage(c.usage, m.Usage)
 			emit(records.CallUsage{Parent: parent, CallID: m.ID, Counts: c.usage})
 		}
