@@ -1,0 +1,244 @@
+// Package proxy is the network filter proxy between the sandboxed agent and
+// the world: HTTP CONNECT and absolute-form HTTP, a host allow list, and a
+// refusal of private addresses unless an allow entry names them. It resolves
+// names itself and dials exactly the addresses it checked, so the sandbox
+// needs no DNS and a DNS answer cannot be swapped between check and dial.
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/agentrun-dev/agentrun/events"
+)
+
+// Network modes (start.network.mode).
+const (
+	ModeNone   = "none"
+	ModeFull   = "full"
+	ModeCustom = "custom"
+)
+
+// Rule is one --allow-host entry.
+type Rule struct {
+	Raw    string
+	Name   string       // exact host name, lower case, no trailing dot
+	Suffix string       // for "*.example.com": ".example.com" (subdomains only)
+	Prefix netip.Prefix // an IP literal (as /32 or /128) or a CIDR
+	Port   int          // 0: the default ports 80 and 443
+}
+
+// ParseRule parses HOST[:PORT], where HOST is a name, "*.suffix", an IP
+// address (IPv6 in brackets when a port follows) or a CIDR.
+func ParseRule(s string) (Rule, error) {
+	r := Rule{Raw: s}
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.Index(s, "]")
+		if end < 0 {
+			return r, fmt.Errorf("--allow-host %q: missing ]", s)
+		}
+		host, port = s[1:end], strings.TrimPrefix(s[end+1:], ":")
+		if rest := s[end+1:]; rest != "" && !strings.HasPrefix(rest, ":") {
+			return r, fmt.Errorf("--allow-host %q: expected :PORT after ]", s)
+		}
+	} else if i := strings.LastIndex(s, ":"); i >= 0 && strings.Count(s, ":") == 1 {
+		host, port = s[:i], s[i+1:]
+	}
+	if port != "" {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return r, fmt.Errorf("--allow-host %q: port %q is not 1-65535", s, port)
+		}
+		r.Port = p
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "":
+		return r, fmt.Errorf("--allow-host %q: empty host", s)
+	case strings.Contains(host, "/"):
+		pfx, err := netip.ParsePrefix(host)
+		if err != nil {
+			return r, fmt.Errorf("--allow-host %q: bad CIDR: %v", s, err)
+		}
+		r.Prefix = pfx.Masked()
+	case strings.HasPrefix(host, "*."):
+		if len(host) < 3 || strings.ContainsAny(host[2:], "*") {
+			return r, fmt.Errorf("--allow-host %q: a wildcard is only allowed as the first label, as in *.example.com", s)
+		}
+		r.Suffix = host[1:]
+	default:
+		if a, err := netip.ParseAddr(host); err == nil {
+			r.Prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		} else if strings.ContainsAny(host, "*/ @") {
+			return r, fmt.Errorf("--allow-host %q: not a host name", s)
+		} else {
+			r.Name = host
+		}
+	}
+	return r, nil
+}
+
+func (r Rule) portOK(port int) bool {
+	if r.Port == 0 {
+		return port == 80 || port == 443
+	}
+	return port == r.Port
+}
+
+// matchesName reports whether a name rule covers host:port. Name rules never
+// match IP literals.
+func (r Rule) matchesName(host string, port int) bool {
+	if !r.portOK(port) {
+		return false
+	}
+	switch {
+	case r.Name != "":
+		return host == r.Name
+	case r.Suffix != "":
+		return strings.HasSuffix(host, r.Suffix) && len(host) > len(r.Suffix)
+	}
+	return false
+}
+
+// matchesAddr reports whether an IP or CIDR rule covers addr:port.
+func (r Rule) matchesAddr(a netip.Addr, port int) bool {
+	return r.Prefix.IsValid() && r.portOK(port) && r.Prefix.Contains(a.Unmap())
+}
+
+// Policy is what the proxy lets through.
+type Policy struct {
+	Mode  string
+	Rules []Rule
+	// Self are the host's own addresses, refused like private ones.
+	Self []netip.Addr
+}
+
+// NewPolicy builds a policy from --network and --allow-host values. Any
+// allow entry makes the mode custom.
+func NewPolicy(mode string, allow []string) (*Policy, error) {
+	if len(allow) > 0 {
+		if mode == ModeNone {
+			return nil, fmt.Errorf("--allow-host needs network access: drop --network none")
+		}
+		mode = ModeCustom
+	}
+	switch mode {
+	case "":
+		mode = ModeFull
+	case ModeNone, ModeFull, ModeCustom:
+	default:
+		return nil, fmt.Errorf("--network %q: use none or full, or --allow-host HOST[:PORT] for a list", mode)
+	}
+	if mode == ModeCustom && len(allow) == 0 {
+		return nil, fmt.Errorf("--network custom needs at least one --allow-host HOST[:PORT]")
+	}
+	p := &Policy{Mode: mode, Self: hostAddrs()}
+	for _, a := range allow {
+		r, err := ParseRule(a)
+		if err != nil {
+			return nil, err
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+func hostAddrs() []netip.Addr {
+	addrs, _ := net.InterfaceAddrs()
+	var out []netip.Addr
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// Decision is the verdict on one destination.
+type Decision struct {
+	Allowed bool
+	Reason  string       // events.ReasonNotAllowed or events.ReasonPrivateAddress when refused
+	Addrs   []netip.Addr // the addresses to dial, in order, when allowed
+}
+
+// Resolver finds the addresses of a name.
+type Resolver interface {
+	Lookup(host string) ([]netip.Addr, error)
+}
+
+// Decide checks host:port. host is lower-cased, without brackets or a
+// trailing dot.
+func (p *Policy) Decide(host string, port int, res Resolver) Decision {
+	deny := func(reason string) Decision { return Decision{Reason: reason} }
+	if p.Mode == ModeNone || port < 1 || port > 65535 {
+		return deny(events.ReasonNotAllowed)
+	}
+	if ip, ok := parseIPLiteral(host); ok {
+		ip = ip.Unmap()
+		explicit := p.explicitAddr(ip, port)
+		switch {
+		case explicit:
+			return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
+		case p.Mode == ModeCustom:
+			return deny(events.ReasonNotAllowed)
+		case isPrivate(ip, p.Self):
+			return deny(events.ReasonPrivateAddress)
+		}
+		return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
+	}
+	if p.Mode == ModeCustom && !p.nameAllowed(host, port) {
+		return deny(events.ReasonNotAllowed)
+	}
+	addrs, err := res.Lookup(host)
+	if err != nil || len(addrs) == 0 {
+		// Nothing to dial: the client gets 502 from the caller. Reported as
+		// allowed: the policy did not refuse it.
+		return Decision{Allowed: true}
+	}
+	var ok []netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap().WithZone("")
+		if !isPrivate(a, p.Self) || p.explicitAddr(a, port) {
+			ok = append(ok, a)
+		}
+	}
+	if len(ok) == 0 {
+		return deny(events.ReasonPrivateAddress)
+	}
+	return Decision{Allowed: true, Addrs: ok}
+}
+
+func (p *Policy) nameAllowed(host string, port int) bool {
+	for _, r := range p.Rules {
+		if r.matchesName(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// explicitAddr: an IP or CIDR allow entry names this address and port,
+// which lifts the private-address refusal for exactly those addresses.
+func (p *Policy) explicitAddr(a netip.Addr, port int) bool {
+	for _, r := range p.Rules {
+		if r.matchesAddr(a, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// Allow lists the raw allow entries, for start.network.allow.
+func (p *Policy) Allow() []string {
+	out := []string{}
+	for _, r := range p.Rules {
+		out = append(out, r.Raw)
+	}
+	return out
+}
