@@ -31,6 +31,7 @@ type Options struct {
 	SessionDir  string
 	Resume      string
 	Cwd         string
+	SandboxOptions
 	// Grace is how long a runtime gets after SIGINT before it is killed.
 	Grace time.Duration
 }
@@ -43,6 +44,7 @@ const DefaultGrace = 10 * time.Second
 type prepared struct {
 	runtime adapters.Runtime
 	cwd     string
+	iso     *isolation
 	env     [][2]string // user variables, --env-file first, then --env
 	spec    adapters.LaunchSpec
 }
@@ -72,36 +74,11 @@ func prepare(o Options) (*prepared, error) {
 	case o.MaxTokens < 0:
 		return nil, reject("--max-tokens must be a positive number (or 0 for none)")
 	}
-	cwd := o.Cwd
-	if cwd == "" {
-		if cwd, err = os.Getwd(); err != nil {
-			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
-		}
-	}
-	if cwd, err = filepath.Abs(cwd); err == nil {
-		cwd, err = filepath.EvalSymlinks(cwd)
-	}
+	p, err := prepareWorkspace(o.Cwd, o.EnvFile, o.Env, o.SandboxOptions)
 	if err != nil {
-		return nil, reject("--cwd %s: %v; pass an existing directory", o.Cwd, err)
+		return nil, err
 	}
-	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
-	}
-	p := &prepared{runtime: rt, cwd: cwd}
-	if o.EnvFile != "" {
-		vars, err := readEnvFile(o.EnvFile)
-		if err != nil {
-			return nil, reject("%v; fix the file or drop --env-file", err)
-		}
-		p.env = append(p.env, vars...)
-	}
-	for _, kv := range o.Env {
-		k, v, err := parseEnv(kv)
-		if err != nil {
-			return nil, reject("%v", err)
-		}
-		p.env = append(p.env, [2]string{k, v})
-	}
+	p.runtime = rt
 	for _, img := range o.Images {
 		if st, err := os.Stat(img); err != nil || st.IsDir() {
 			return nil, reject("--image %s: not a readable file; pass the path of a PNG, JPEG, GIF or WebP image", img)
@@ -121,7 +98,48 @@ func prepare(o Options) (*prepared, error) {
 		}
 	}
 	p.spec = adapters.LaunchSpec{Prompt: o.Prompt, Images: o.Images, Model: o.Model,
-		NoSubagents: o.NoSubagents, Cwd: cwd, Resume: o.Resume}
+		NoSubagents: o.NoSubagents, Cwd: p.cwd, Resume: o.Resume}
+	return p, nil
+}
+
+// prepareWorkspace validates what `run` and `sandbox` share: the working
+// directory, the environment and the isolation flags.
+func prepareWorkspace(cwd, envFile string, env []string, so SandboxOptions) (*prepared, error) {
+	var err error
+	orig := cwd
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
+		}
+	}
+	if cwd, err = filepath.Abs(cwd); err == nil {
+		cwd, err = filepath.EvalSymlinks(cwd)
+	}
+	if err != nil {
+		return nil, reject("--cwd %s: %v; pass an existing directory", orig, err)
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
+	}
+	iso, err := newIsolation(so, cwd)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{cwd: cwd, iso: iso}
+	if envFile != "" {
+		vars, err := readEnvFile(envFile)
+		if err != nil {
+			return nil, reject("%v; fix the file or drop --env-file", err)
+		}
+		p.env = append(p.env, vars...)
+	}
+	for _, kv := range env {
+		k, v, err := parseEnv(kv)
+		if err != nil {
+			return nil, reject("%v", err)
+		}
+		p.env = append(p.env, [2]string{k, v})
+	}
 	return p, nil
 }
 

@@ -13,19 +13,24 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
-// process is the runtime CLI, in its own process group so that signals reach
-// every process it started and a terminal's Ctrl-C reaches only agentrun.
+// process is the runtime CLI in a session of its own: a terminal's Ctrl-C
+// reaches only agentrun, and no process of the run has a controlling
+// terminal to inject input into. In the sandbox the CLI runs under
+// bubblewrap; agentPid is then the CLI itself, learned from the sandbox's
+// helper, so that an interrupt reaches the CLI and not bwrap.
 type process struct {
-	cmd    *exec.Cmd
-	stdout *os.File
-	exited chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	done   bool
-	state  *os.ProcessState
-	err    error
+	cmd      *exec.Cmd
+	stdout   *os.File
+	exited   chan struct{}
+	mu       sync.Mutex
+	done     bool
+	state    *os.ProcessState
+	agentPid int
+	cleanup  []func()
 }
 
 // exitInfo is the end of the process.
@@ -47,35 +52,138 @@ func (e exitInfo) code() *int {
 // a process it left behind still holds stdout open.
 const drainAfterExit = 2 * time.Second
 
-func startProcess(l *adapters.Launch, dir string, env []string, stderr io.Writer) (*process, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
+// sandboxStartTimeout bounds the wait for the sandbox's helper to report.
+const sandboxStartTimeout = 30 * time.Second
+
+// processSpec is what to start.
+type processSpec struct {
+	argv   []string
+	env    []string
+	dir    string
+	stdin  []byte
+	stdout *os.File // nil: a pipe the runner reads (process.stdout)
+	stdinR io.Reader
+	stderr io.Writer
+	// sandbox is set to run the command in bubblewrap; onAccess then
+	// receives the proxy's decisions (nil with --network none).
+	sandbox  *sandbox.Config
+	policy   *proxy.Policy
+	resolver proxy.Resolver
+	onAccess func(proxy.Access)
+}
+
+func startProcess(ps processSpec) (*process, error) {
+	p := &process{exited: make(chan struct{})}
+	argv, env := ps.argv, ps.env
+	var prepared *sandbox.Prepared
+	if ps.sandbox != nil {
+		var err error
+		if prepared, err = sandbox.Prepare(*ps.sandbox, env, argv); err != nil {
+			return nil, err
+		}
+		p.cleanup = append(p.cleanup, prepared.Cleanup)
+		argv, env = prepared.Argv, prepared.Env
 	}
-	cmd := exec.Command(l.Argv[0], l.Argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.Stdout, cmd.Stderr = w, stderr
-	cmd.Stdin = bytes.NewReader(l.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stderr = ps.dir, env, ps.stderr
+	switch {
+	case ps.stdinR != nil:
+		cmd.Stdin = ps.stdinR
+	default:
+		cmd.Stdin = bytes.NewReader(ps.stdin)
+	}
+	var w *os.File
+	if ps.stdout != nil {
+		cmd.Stdout = ps.stdout
+	} else {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.stdout, w, cmd.Stdout = r, pw, pw
+	}
+	if prepared != nil {
+		cmd.ExtraFiles = prepared.ExtraFiles
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = drainAfterExit
-	if err := cmd.Start(); err != nil {
-		r.Close()
+	err := cmd.Start()
+	if w != nil {
 		w.Close()
-		return nil, fmt.Errorf("cannot start %s: %w", l.Argv[0], err)
 	}
-	w.Close()
-	p := &process{cmd: cmd, stdout: r, exited: make(chan struct{})}
+	if prepared != nil {
+		prepared.Started()
+	}
+	if err != nil {
+		if p.stdout != nil {
+			p.stdout.Close()
+		}
+		p.close()
+		return nil, fmt.Errorf("cannot start %s: %w", ps.argv[0], err)
+	}
+	p.cmd = cmd
 	go func() {
-		err := cmd.Wait()
+		_ = cmd.Wait()
 		p.mu.Lock()
-		p.done, p.state, p.err = true, cmd.ProcessState, err
+		p.done, p.state = true, cmd.ProcessState
 		p.mu.Unlock()
 		close(p.exited)
 		// A child the CLI left running may keep the pipe open: stop waiting
 		// for its output after a moment so the run can end.
-		time.AfterFunc(drainAfterExit, func() { _ = r.SetReadDeadline(time.Now()) })
+		if p.stdout != nil {
+			time.AfterFunc(drainAfterExit, func() { _ = p.stdout.SetReadDeadline(time.Now()) })
+		}
 	}()
+	if prepared != nil {
+		ready, err := prepared.Receive(sandboxStartTimeout)
+		if err != nil {
+			p.signal(syscall.SIGKILL)
+			<-p.exited
+			p.close()
+			return p, errSandboxStart{err}
+		}
+		p.mu.Lock()
+		p.agentPid = ready.Pid
+		p.mu.Unlock()
+		if len(ready.Listeners) > 0 {
+			srv := &proxy.Server{Policy: ps.policy, Resolver: ps.resolver, OnAccess: ps.onAccess}
+			for _, l := range ready.Listeners {
+				go func() { _ = srv.Serve(l) }()
+			}
+			p.cleanup = append(p.cleanup, func() { srv.Close() })
+		}
+	}
 	return p, nil
+}
+
+// errSandboxStart is a sandbox that failed before the agent ran; the
+// process has exited and its stderr says why.
+type errSandboxStart struct{ err error }
+
+func (e errSandboxStart) Error() string { return e.err.Error() }
+
+// close releases the proxy and the sandbox's placeholders.
+func (p *process) close() {
+	for _, f := range p.cleanup {
+		f()
+	}
+	p.cleanup = nil
+}
+
+// interrupt asks the CLI to stop: the CLI itself in the sandbox, else its
+// process group.
+func (p *process) interrupt(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	if p.agentPid > 0 {
+		_ = syscall.Kill(p.agentPid, sig)
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
 // signal sends sig to the whole process group while the CLI runs.
@@ -95,9 +203,12 @@ func (p *process) signal(sig syscall.Signal) {
 // wait returns the exit once the process ended (stdout was read to EOF).
 func (p *process) wait() exitInfo {
 	<-p.exited
-	p.stdout.Close()
+	if p.stdout != nil {
+		p.stdout.Close()
+	}
 	// Do not leave anything of the run behind.
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.close()
 	var info exitInfo
 	st := p.state
 	if st == nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,11 +18,13 @@ import (
 	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // NoSandboxNote is the [note] line of a run without a sandbox.
-const NoSandboxNote = "no sandbox: the agent runs with this user's files, environment and network"
+const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write everything this user can, see agentrun's environment, and reach any host"
 
 // Run executes one run and returns its end event. The event stream goes to
 // out; the runtime's stderr (and agentrun's own warnings) to stderr. The run
@@ -82,16 +85,50 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 	}
 
 	stderrTail := newTail(stderr, 500)
-	proc, err := startProcess(launch, p.cwd, buildEnv(launch.Env, p.env), stderrTail)
-	if err != nil {
+	if err := p.iso.probe(); err != nil {
 		return end(events.StatusFailed, err.Error())
 	}
-
-	_ = out.Note(NoSandboxNote)
-	agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: "none",
-		Network: events.Network{Mode: "full", Allow: []string{}, Enforced: false}, DenyRead: []string{},
-		Model: events.StringOrNil(o.Model), Cwd: p.cwd, Argv: displayArgv(launch.Argv, o.Prompt), Env: p.envNames()})
+	home := filepath.Join(stateDir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
+	}
 	pipe := newPipeline(adapter, agg)
+	ps := processSpec{argv: launch.Argv, env: p.iso.env(home, launch.Env, p.env), dir: p.cwd,
+		stdin: launch.Stdin, stderr: stderrTail}
+	if p.iso.sandboxed() {
+		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
+			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc, Self: selfExe()}
+		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
+		ps.onAccess = func(a proxy.Access) {
+			pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
+		}
+	}
+	// start comes once the process runs (a launch that fails gives only
+	// end), after the [note] lines and before anything the proxy reports:
+	// the aggregator stays locked until it is written.
+	pipe.mu.Lock()
+	proc, err := startProcess(ps)
+	if err != nil {
+		defer pipe.mu.Unlock()
+		outcome := aggregator.Outcome{Status: events.StatusFailed, Detail: err.Error(), Started: started}
+		var sbErr errSandboxStart
+		if errors.As(err, &sbErr) {
+			exit := proc.wait()
+			outcome.ExitCode = exit.code()
+			outcome.Detail = "the sandbox failed before the agent started: " + sbErr.Error()
+			if tail := stderrTail.String(); tail != "" {
+				outcome.Detail += ": " + tail
+			}
+		}
+		return agg.Finish(outcome)
+	}
+	for _, n := range p.iso.notes(o.SessionDir, p.cwd) {
+		_ = out.Note(n)
+	}
+	agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
+		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
+		Argv: displayArgv(launch.Argv, o.Prompt), Env: p.envNames()})
+	pipe.mu.Unlock()
 	if !launch.EchoesPrompt {
 		pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
 	}
@@ -184,15 +221,36 @@ func resolveBinary(rt adapters.Runtime) (string, error) {
 	return p, nil
 }
 
-// buildEnv is the runtime's environment: agentrun's own (no sandbox yet),
-// then what the adapter needs, then the user's variables, later ones winning.
-func buildEnv(adapterEnv []string, user [][2]string) []string {
-	env := os.Environ()
-	env = append(env, adapterEnv...)
-	for _, kv := range user {
-		env = append(env, kv[0]+"="+kv[1])
+// selfExe is this binary, bound into the sandbox as its first process.
+func selfExe() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "/proc/self/exe"
 	}
-	return dedupEnv(env)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// visibleUnderTmp lists what of the CLI must be bound back into the
+// sandbox because it lives under /tmp, which the sandbox replaces: the
+// directory of the binary, and of its resolved target.
+func visibleUnderTmp(bin string) []string {
+	var out []string
+	for _, p := range []string{bin, resolved(bin)} {
+		if d := filepath.Dir(p); d == "/tmp" || strings.HasPrefix(d, "/tmp/") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 func dedupEnv(env []string) []string {
@@ -258,7 +316,7 @@ func (s *stopper) stop(cause, detail string) {
 		return
 	}
 	s.cause, s.detail = cause, detail
-	s.proc.signal(syscall.SIGINT)
+	s.proc.interrupt(syscall.SIGINT)
 	time.AfterFunc(s.grace, func() { s.proc.signal(syscall.SIGKILL) })
 }
 

@@ -3,6 +3,7 @@
 //	agentrun run --runtime R [flags] PROMPT    run an agent, stream its events
 //	agentrun translate --runtime R             raw runtime output → events
 //	agentrun render --format text|rich         events → human formats
+//	agentrun sandbox [flags] -- COMMAND        a command in the agent's sandbox
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // Exit codes of agentrun itself, by end status. Scripts can tell a limit or
@@ -31,6 +33,7 @@ Usage:
   agentrun run --runtime RUNTIME [flags] PROMPT
   agentrun translate --runtime RUNTIME [--exit-code N] < raw.jsonl
   agentrun render --format text|rich < events.jsonl
+  agentrun sandbox [flags] -- COMMAND [ARGS...]
 
 Run "agentrun VERB -h" for the flags of a verb.
 `
@@ -51,6 +54,10 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		return translateCmd(args[1:], stdin, stdout, stderr)
 	case "render":
 		return renderCmd(args[1:], stdin, stdout, stderr)
+	case "sandbox":
+		return sandboxCmd(args[1:], stdin, stdout, stderr)
+	case sandbox.InitVerb:
+		return sandboxInitCmd(args[1:], stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -43,6 +43,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
 	fs.StringVar(&o.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
 	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
+	sandboxFlags(fs, &o.SandboxOptions)
 	help := fs.Bool("h", false, "show this help")
 
 	parseErr := fs.Parse(args)

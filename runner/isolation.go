@@ -1,0 +1,234 @@
+package runner
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/sandbox"
+)
+
+// SandboxOptions are the isolation flags shared by `agentrun run` and
+// `agentrun sandbox`.
+type SandboxOptions struct {
+	Sandbox    string   // bubblewrap (default on Linux) or none
+	Network    string   // none or full; any AllowHosts makes it custom
+	AllowHosts []string // --allow-host HOST[:PORT]
+	DenyRead   []string // --deny-read PATH, after the defaults
+	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
+}
+
+// isolation is a validated SandboxOptions for one workspace.
+type isolation struct {
+	mode     string
+	policy   *proxy.Policy
+	resolver *proxy.HostResolver
+	denyRead []string
+	proc     sandbox.ProcMode
+}
+
+func defaultSandbox() string {
+	if runtime.GOOS == "linux" {
+		return sandbox.Bubblewrap
+	}
+	return sandbox.None
+}
+
+// newIsolation validates the options; errors are rejections.
+func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
+	iso := &isolation{mode: o.Sandbox}
+	if iso.mode == "" {
+		iso.mode = defaultSandbox()
+	}
+	if iso.mode != sandbox.Bubblewrap && iso.mode != sandbox.None {
+		return nil, reject("--sandbox %q: use bubblewrap or none", o.Sandbox)
+	}
+	policy, err := proxy.NewPolicy(o.Network, o.AllowHosts)
+	if err != nil {
+		return nil, reject("%v", err)
+	}
+	iso.policy = policy
+	iso.resolver = &proxy.HostResolver{Static: map[string][]netip.Addr{}}
+	for _, h := range o.AddHosts {
+		name, ip, err := proxy.ParseAddHost(h)
+		if err != nil {
+			return nil, reject("%v", err)
+		}
+		iso.resolver.Static[name] = append(iso.resolver.Static[name], ip)
+	}
+	home, _ := os.UserHomeDir()
+	if home == "" {
+		home = "/root"
+	}
+	iso.denyRead = sandbox.DefaultDenyRead(home)
+	for _, p := range o.DenyRead {
+		if !filepath.IsAbs(p) {
+			return nil, reject("--deny-read %q: give an absolute path", p)
+		}
+		iso.denyRead = append(iso.denyRead, filepath.Clean(p))
+	}
+	if iso.mode == sandbox.Bubblewrap {
+		for _, p := range iso.denyRead {
+			if cwd == p || strings.HasPrefix(cwd, p+"/") {
+				return nil, reject("--deny-read %s contains the working directory %s: deny a narrower path or work elsewhere", p, cwd)
+			}
+		}
+	}
+	return iso, nil
+}
+
+// sandboxed reports whether the agent runs in bubblewrap.
+func (i *isolation) sandboxed() bool { return i.mode == sandbox.Bubblewrap }
+
+// network is start.network: the policy is enforced only by the sandbox.
+func (i *isolation) network() events.Network {
+	return events.Network{Mode: i.policy.Mode, Allow: i.policy.Allow(), Enforced: i.sandboxed()}
+}
+
+// startDenyRead is start.deny_read: what the sandbox hides; nothing without one.
+func (i *isolation) startDenyRead() []string {
+	if !i.sandboxed() {
+		return []string{}
+	}
+	return append([]string{}, i.denyRead...)
+}
+
+// notes are the [note] lines a person sees where start is.
+func (i *isolation) notes(sessionDir, cwd string) []string {
+	if !i.sandboxed() {
+		return []string{NoSandboxNote}
+	}
+	var out []string
+	if sessionDir != "" {
+		abs, _ := filepath.Abs(sessionDir)
+		if abs == cwd || strings.HasPrefix(abs, cwd+"/") {
+			out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can change the saved sessions", sessionDir))
+		}
+	}
+	return out
+}
+
+// probe checks bubblewrap before the agent starts.
+func (i *isolation) probe() error {
+	if !i.sandboxed() {
+		return nil
+	}
+	mode, err := sandbox.Probe()
+	if err != nil {
+		return err
+	}
+	i.proc = mode
+	// The sandbox may see this process in /proc (always with HostProc):
+	// a non-dumpable process's environ, mem and fds are closed to it.
+	const prSetDumpable = 4
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
+	return nil
+}
+
+// env is the agent's environment. In the sandbox it is a minimal base (PATH,
+// HOME, LANG, TERM, TMPDIR, the proxy variables), then what the adapter
+// needs, then the user's variables; nothing else of agentrun's own
+// environment. Without a sandbox the agent inherits agentrun's environment.
+func (i *isolation) env(home string, adapterEnv []string, user [][2]string) []string {
+	var env []string
+	if i.sandboxed() {
+		env = []string{
+			"PATH=" + getenvOr("PATH", "/usr/local/bin:/usr/bin:/bin"),
+			"HOME=" + home,
+			"LANG=" + getenvOr("LANG", "C.UTF-8"),
+			"TERM=" + getenvOr("TERM", "dumb"),
+			"TMPDIR=/tmp",
+		}
+		if i.policy.Mode != proxy.ModeNone {
+			url := fmt.Sprintf("http://127.0.0.1:%d", sandbox.ProxyPort)
+			for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GRPC_PROXY"} {
+				env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
+			}
+		}
+	} else {
+		env = os.Environ()
+	}
+	env = append(env, adapterEnv...)
+	for _, kv := range user {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	env = dedupEnv(env)
+	if i.sandboxed() && i.policy.Mode != proxy.ModeNone {
+		env = i.withNoProxy(env)
+	}
+	return env
+}
+
+// withNoProxy sets NO_PROXY and no_proxy to one value: the sandbox's own
+// loopback names (the agent's local servers are reached directly) and what
+// the user listed, minus every host the run allows. The CLIs connect
+// directly to what NO_PROXY lists, and inside the sandbox only the proxy
+// leads out, so an allowed host listed there would be unreachable.
+func (i *isolation) withNoProxy(env []string) []string {
+	entries := []string{"localhost", "127.0.0.1", "::1"}
+	for _, kv := range env {
+		k, v, _ := cutEnv(kv)
+		if k == "NO_PROXY" || k == "no_proxy" {
+			for _, e := range strings.Split(v, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					entries = append(entries, e)
+				}
+			}
+		}
+	}
+	var keep []string
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[e] || i.allowsHost(e) {
+			continue
+		}
+		seen[e] = true
+		keep = append(keep, e)
+	}
+	v := strings.Join(keep, ",")
+	return dedupEnv(append(env, "NO_PROXY="+v, "no_proxy="+v))
+}
+
+// allowsHost reports whether an allow rule could let a connection to this
+// NO_PROXY entry through (on any port).
+func (i *isolation) allowsHost(entry string) bool {
+	host := strings.TrimPrefix(strings.ToLower(entry), ".")
+	if h, _, ok := strings.Cut(host, ":"); ok && !strings.Contains(host, "]") && strings.Count(host, ":") == 1 {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if a, err := netip.ParseAddr(host); err == nil {
+		for _, r := range i.policy.Rules {
+			if r.Prefix.IsValid() && r.Prefix.Contains(a.Unmap()) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range i.policy.Rules {
+		if host == r.Name || (r.Suffix != "" && (strings.HasSuffix(host, r.Suffix) || "."+host == r.Suffix)) {
+			return true
+		}
+		if r.Prefix.IsValid() {
+			for _, a := range i.resolver.Static[host] {
+				if r.Prefix.Contains(a) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func getenvOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

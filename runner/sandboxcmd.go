@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/sandbox"
+)
+
+// SandboxCommand is one `agentrun sandbox`: any command in exactly the
+// sandbox and proxy an agent gets, for debugging a policy.
+type SandboxCommand struct {
+	SandboxOptions
+	Env     []string
+	EnvFile string
+	Cwd     string
+	Argv    []string
+}
+
+// ExitSandboxFailed is the exit code when the sandbox itself could not run
+// the command (as env and docker use 125/126/127 for their own failures).
+const ExitSandboxFailed = 125
+
+// RunSandbox runs c with the caller's stdin, stdout and stderr, writes the
+// proxy's decisions as schema-1 network events to netEvents, and returns
+// the command's exit code. ctx cancelled (SIGINT, SIGTERM) interrupts the
+// command; it gets DefaultGrace before it is killed.
+func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, stderr *os.File, netEvents io.Writer) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "agentrun sandbox: "+format+"\n", args...)
+		return ExitSandboxFailed
+	}
+	if len(c.Argv) == 0 {
+		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
+	}
+	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.SandboxOptions)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := p.iso.probe(); err != nil {
+		return fail("%v", err)
+	}
+	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(stateDir)
+	home := filepath.Join(stateDir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return fail("%v", err)
+	}
+	w := events.NewWriter(netEvents)
+	ps := processSpec{argv: c.Argv, env: p.iso.env(home, nil, p.env), dir: p.cwd, stdinR: stdin, stdout: stdout, stderr: stderr}
+	if p.iso.sandboxed() {
+		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(lookPathOr(c.Argv[0])),
+			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc, Self: selfExe()}
+		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
+		ps.onAccess = func(a proxy.Access) {
+			var reason *string
+			if !a.Allowed {
+				reason = events.String(a.Reason)
+			}
+			e := &events.NetworkAccess{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: reason}
+			events.Stamp(e, events.TypeNetwork, time.Now())
+			_ = w.Write(e)
+		}
+	}
+	proc, err := startProcess(ps)
+	if err != nil {
+		if proc != nil {
+			proc.wait()
+		}
+		return fail("%v", err)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			proc.interrupt(syscall.SIGINT)
+			time.AfterFunc(DefaultGrace, func() { proc.signal(syscall.SIGKILL) })
+		case <-proc.exited:
+		}
+	}()
+	exit := proc.wait()
+	if exit.Signaled {
+		return 128 + int(exit.Signal)
+	}
+	return exit.Code
+}
+
+func lookPathOr(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return name
+}

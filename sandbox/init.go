@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// InitVerb is the hidden agentrun verb that runs as the first process in
+// the sandbox: agentrun sandbox-init [--proxy] -- COMMAND [ARGS...].
+const InitVerb = "sandbox-init"
+
+// ControlFD is the socket to the runner that bwrap passes down.
+const ControlFD = 3
+
+// RunInit is the sandbox side of the fdpass bridge. It opens the proxy's
+// listening sockets inside the sandbox's network namespace (when withProxy),
+// sends them to the runner over ControlFD together with its own credentials
+// (the kernel translates the pid, so the runner learns the agent's pid as
+// seen from outside and can signal it), closes every inherited descriptor
+// and replaces itself with the command. It returns only on failure.
+func RunInit(withProxy bool, argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("sandbox-init: no command")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("sandbox-init: %w", err)
+	}
+	var fds []int
+	if withProxy {
+		for _, addr := range []string{"127.0.0.1", "::1"} {
+			fd, err := listenFD(addr)
+			if err != nil {
+				if addr == "::1" {
+					continue // no IPv6 loopback in this namespace: IPv4 is enough
+				}
+				return fmt.Errorf("sandbox-init: proxy listener: %w", err)
+			}
+			fds = append(fds, fd)
+		}
+	}
+	cred := syscall.UnixCredentials(&syscall.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
+	oob := append(cred, syscall.UnixRights(fds...)...)
+	if err := syscall.Sendmsg(ControlFD, []byte("ready"), oob, nil, 0); err != nil {
+		return fmt.Errorf("sandbox-init: cannot reach the runner: %w", err)
+	}
+	// Nothing the runner or bwrap held may reach the agent.
+	if err := cloexecFrom(3); err != nil {
+		return fmt.Errorf("sandbox-init: %w", err)
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
+
+// listenFD opens a listening TCP socket on addr:ProxyPort and returns a
+// descriptor of it that survives closing the Go listener.
+func listenFD(addr string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(ProxyPort)))
+	if err != nil {
+		return -1, err
+	}
+	f, err := l.(*net.TCPListener).File()
+	l.Close()
+	if err != nil {
+		return -1, err
+	}
+	return int(f.Fd()), nil
+}
+
+// cloexecFrom marks every descriptor >= from close-on-exec, so exec drops
+// them (close_range with CLOSE_RANGE_CLOEXEC, with a /proc fallback for
+// kernels before 5.11). Closing them outright would pull the Go runtime's
+// own poller descriptor from under it before the exec.
+func cloexecFrom(from int) error {
+	const sysCloseRange, closeRangeCloexec = 436, 4
+	if _, _, e := syscall.Syscall(sysCloseRange, uintptr(from), ^uintptr(0), closeRangeCloexec); e == 0 {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= from {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
