@@ -96,6 +96,9 @@ func (u *Usage) Counts() TokenCounts {
 // Int64 returns a pointer to v (for literals).
 func Int64(v int64) *int64 { return &v }
 
+// Int returns a pointer to v.
+func Int(v int) *int { return &v }
+
 // Float64 returns a pointer to v.
 func Float64(v float64) *float64 { return &v }
 

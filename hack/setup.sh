@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
-# Debian packages (tmux for the rich-format terminal test) and the pinned
+# Debian packages (tmux, bubblewrap, curl) and the pinned
 # agent CLIs from npm (cached under .cache/). Safe to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 need_apt=()
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)        # the rich format's terminal test
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap) # the sandbox
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)        # the sandbox's network tests
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux) # non-root sandbox tests
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2

@@ -172,6 +172,13 @@ func mainReply(c conv, req *messagesRequest) reply {
 			return reply{Blocks: []block{b}}
 		}
 		return reply{Blocks: []block{text("The command was denied; stopping here.")}}
+	case "nethost":
+		// A command that needs a host the run does not allow: the filter
+		// proxy refuses it and curl fails.
+		if k == 0 {
+			return reply{Blocks: []block{bash("curl -sf -m 10 http://blocked.example/", "Fetch a page")}}
+		}
+		return reply{Blocks: []block{text("The host was blocked.")}}
 	case "error401":
 		return reply{Status: 401, ErrType: "authentication_error", ErrMsg: "invalid x-api-key"}
 	case "error500":

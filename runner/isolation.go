@@ -123,6 +123,12 @@ func (i *isolation) probe() error {
 	if err != nil {
 		return err
 	}
+	// AGENTRUN_SANDBOX_PROC=host binds the outer /proc even where a fresh
+	// one could be mounted: what a container with a masked /proc gets, to
+	// try it (and test it) anywhere.
+	if os.Getenv("AGENTRUN_SANDBOX_PROC") == "host" {
+		mode = sandbox.HostProc
+	}
 	i.proc = mode
 	// The sandbox may see this process in /proc (always with HostProc):
 	// a non-dumpable process's environ, mem and fds are closed to it.

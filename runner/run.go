@@ -200,7 +200,12 @@ func failureDetail(msg, stderrTail, runtime string, exit exitInfo) string {
 	case stderrTail != "":
 		return stderrTail
 	case exit.Signaled:
-		return fmt.Sprintf("%s was killed by signal %s", runtime, exit.Signal)
+		return fmt.Sprintf("%s was killed by signal %d (%s)", runtime, int(exit.Signal), exit.Signal)
+	case exit.Code > 128 && exit.Code <= 128+64:
+		// In the sandbox bwrap reports a CLI killed by signal N as 128+N,
+		// as shells do.
+		sig := syscall.Signal(exit.Code - 128)
+		return fmt.Sprintf("%s exited with code %d: killed by signal %d (%s)", runtime, exit.Code, int(sig), sig)
 	}
 	return fmt.Sprintf("%s failed with exit code %d and no error message", runtime, exit.Code)
 }

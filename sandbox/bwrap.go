@@ -7,9 +7,12 @@
 package sandbox
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Modes of --sandbox.
@@ -91,14 +94,17 @@ func Args(bwrap string, cfg Config, deny []Deny, seccompFD int) []string {
 	// A private /tmp hides the host's; whatever the run needs from under
 	// /tmp is bound back after it.
 	a = append(a, "--tmpfs", "/tmp")
-	for _, p := range cfg.ReadOnly {
-		a = append(a, "--ro-bind", p, p)
-	}
-	a = append(a, "--ro-bind", cfg.Self, InitPath)
 	for _, p := range cfg.Writable {
 		a = append(a, "--bind", p, p)
 	}
 	a = append(a, "--bind", cfg.Workspace, cfg.Workspace)
+	for _, p := range cfg.ReadOnly {
+		if !within(p, cfg.Workspace) {
+			a = append(a, "--ro-bind", p, p)
+		}
+	}
+	// After the workspace, which may be /tmp itself.
+	a = append(a, "--ro-bind", cfg.Self, InitPath)
 	// Deny entries come last so that they cover anything bound above,
 	// the workspace included.
 	for _, d := range deny {
@@ -110,6 +116,11 @@ func Args(bwrap string, cfg Config, deny []Deny, seccompFD int) []string {
 	}
 	a = append(a, "--chdir", cfg.Workspace, "--seccomp", itoa(seccompFD), "--")
 	return a
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func itoa(n int) string {
@@ -130,8 +141,9 @@ func itoa(n int) string {
 // exist gets a placeholder on the host (a directory, or an empty file for
 // the known credential files), so that the sandbox mounts over it and a
 // file created there later stays hidden; the placeholders are returned for
-// removal after the run. Paths under /tmp need no placeholder: the sandbox
-// has its own /tmp.
+// removal after the run. Where this user may not create the path, neither
+// can the run, and it is left alone. Paths under /tmp need no placeholder:
+// the sandbox has its own /tmp.
 func PrepareDeny(paths []string) ([]Deny, []string, error) {
 	var out []Deny
 	var created []string
@@ -151,6 +163,11 @@ func PrepareDeny(paths []string) ([]Deny, []string, error) {
 			isFile := fileLike[filepath.Base(p)]
 			made, err := makePlaceholder(p, isFile)
 			created = append(created, made...)
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+				// This user cannot create the path, so nothing of this
+				// run can either; only another user could, later.
+				continue
+			}
 			if err != nil {
 				return nil, created, err
 			}

@@ -546,7 +546,8 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	r := a.lastResult
 	switch {
 	case exit.Signaled:
-		return adapters.Verdict{Failed: true, Detail: "claude-code was killed by a signal" + a.errorSuffix()}
+		// The runner names the signal when claude-code said nothing.
+		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	case exit.Code != 0:
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	case r == nil:
@@ -555,13 +556,6 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	}
 	return adapters.Verdict{}
-}
-
-func (a *Adapter) errorSuffix() string {
-	if m := a.errorMessage(); m != "" {
-		return ": " + m
-	}
-	return ""
 }
 
 // errorMessage is claude-code's own account of the failure: the synthetic API

@@ -157,7 +157,7 @@ func TestVerdicts(t *testing.T) {
 		}},
 		{"interrupt result", interrupted, adapters.Exit{}, true, "[ede_diagnostic] result_type=user", nil},
 		{"last result wins", strings.Join([]string{interrupted, okResult}, "\n"), adapters.Exit{}, false, "", nil},
-		{"signal", "", adapters.Exit{Signaled: true}, true, "claude-code was killed by a signal", nil},
+		{"signal", "", adapters.Exit{Signaled: true}, true, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -99,16 +100,30 @@ func TestCLIKilledMidLine(t *testing.T) {
 	good := realCapture(t, "tool")
 	cut := bytes.Index(good, []byte(`{"type":"assistant"`))
 	partial := append(append([]byte{}, good[:cut]...), []byte(`{"type":"assistant","message":{"model":"claude-son`)...)
-	r := runFake(t, fakeCLI(t, partial, "kill -9 $$"))
-	if !bytes.Equal(r.raw, partial) {
-		t.Errorf("--raw lost bytes: %d, want %d", len(r.raw), len(partial))
-	}
-	end := r.end()
-	if end == nil || end.Status != events.StatusFailed || end.ExitCode != nil || !strings.Contains(end.Detail, "killed") {
-		t.Fatalf("end %+v; want failed, exit_code null, a detail saying it was killed", end)
-	}
-	if r.exit != 1 {
-		t.Errorf("agentrun exit %d, want 1", r.exit)
+	for _, tt := range []struct {
+		sandbox  string
+		exitCode *int // end.exit_code
+		detail   string
+	}{
+		// Without a sandbox agentrun is the CLI's parent and sees the signal.
+		{"none", nil, "claude-code was killed by signal 9 (killed)"},
+		// In the sandbox bwrap is, and reports 128+9.
+		{"bubblewrap", events.Int(137), "claude-code exited with code 137: killed by signal 9 (killed)"},
+	} {
+		t.Run(tt.sandbox, func(t *testing.T) {
+			r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--sandbox", tt.sandbox, "--cwd", t.TempDir()}, prompt: "hi",
+				env: []string{"AGENTRUN_CLAUDE_BIN=" + fakeCLI(t, partial, "kill -9 $$")}})
+			if !bytes.Equal(r.raw, partial) {
+				t.Errorf("--raw lost bytes: %d, want %d", len(r.raw), len(partial))
+			}
+			end := r.end()
+			if end == nil || end.Status != events.StatusFailed || !reflect.DeepEqual(end.ExitCode, tt.exitCode) || end.Detail != tt.detail {
+				t.Fatalf("end %+v; want failed, exit_code %v, detail %q", end, tt.exitCode, tt.detail)
+			}
+			if r.exit != 1 {
+				t.Errorf("agentrun exit %d, want 1", r.exit)
+			}
+		})
 	}
 }
 
@@ -185,9 +200,10 @@ func TestEnvFileNamesOnly(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("# secrets\nexport GH_TOKEN=\"s3cret\"\nOTHER='v'\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dump := filepath.Join(t.TempDir(), "env.out")
+	ws := t.TempDir()
+	dump := filepath.Join(ws, "env.out") // the workspace: the one place the sandbox writes
 	bin := fakeCLI(t, realCapture(t, "tool"), "env > '"+dump+"'")
-	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--env-file", envFile, "--env", "EXTRA=1", "--cwd", t.TempDir()},
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--env-file", envFile, "--env", "EXTRA=1", "--cwd", ws},
 		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin}})
 	start := r.events[0].(*events.Start)
 	if strings.Join(start.Env, ",") != "GH_TOKEN,OTHER,EXTRA" {

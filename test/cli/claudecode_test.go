@@ -60,7 +60,9 @@ func TestClaudeCodeScenarios(t *testing.T) {
 			if end == nil {
 				t.Fatalf("no end event; stderr:\n%s", r.stderr)
 			}
-			if tt.types != "" && r.types() != tt.types {
+			// The proxy reports the one allowed destination, the mock, as
+			// the first thing the CLI does.
+			if tt.types != "" && r.types() != strings.Replace(tt.types, "start ", "start network ", 1) {
 				t.Errorf("types:\n got %s\nwant %s", r.types(), tt.types)
 			}
 			if end.Status != tt.status || end.ExitCode == nil || *end.ExitCode != tt.exitCode || r.exit != tt.agentrun {
@@ -123,12 +125,16 @@ func checkStart(t *testing.T, r *result) {
 	if !ok {
 		t.Fatalf("first event %T", r.events[0])
 	}
-	if start.Runtime != "claude-code" || start.Sandbox != "none" || start.Model == nil || *start.Model != "sonnet" {
+	if start.Runtime != "claude-code" || start.Model == nil || *start.Model != "sonnet" {
 		t.Errorf("start = %+v", start)
 	}
-	want := []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES", "HOME", "TMPDIR"}
+	want := []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES", "ANTHROPIC_BASE_URL"}
 	if strings.Join(start.Env, ",") != strings.Join(want, ",") {
 		t.Errorf("start.env = %v, want only the names %v", start.Env, want)
+	}
+	if start.Sandbox != "bubblewrap" || !start.Network.Enforced || start.Network.Mode != "custom" || len(start.Network.Allow) != 2 ||
+		len(start.DenyRead) != 12 || start.DenyRead[len(start.DenyRead)-1] != "/var/run/secrets/kubernetes.io" {
+		t.Errorf("start sandbox %q network %+v deny_read %v", start.Sandbox, start.Network, start.DenyRead)
 	}
 	line := r.stdout[:bytes.IndexByte(r.stdout, '\n')]
 	if bytes.Contains(line, []byte("test-key")) || bytes.Contains(line, []byte("please")) {
@@ -164,8 +170,9 @@ func checkRawReplays(t *testing.T, r *result) {
 		}
 		replay.events = append(replay.events, e)
 	}
-	if replay.types() != r.types() {
-		t.Errorf("translate of --raw gives\n%s\nthe live run gave\n%s", replay.types(), r.types())
+	// The proxy's network events are not in the CLI's output.
+	if live := strings.ReplaceAll(r.types(), " network", ""); replay.types() != live {
+		t.Errorf("translate of --raw gives\n%s\nthe live run gave\n%s", replay.types(), live)
 	}
 	if re := replay.end(); re == nil || re.Status != end.Status {
 		t.Errorf("translate end %+v, live %s", re, end.Status)
@@ -176,8 +183,7 @@ func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
 	t.Run("SIGINT to agentrun", func(t *testing.T) {
 		srv, _ := mockmodel.Start(mockmodel.Options{})
 		defer srv.Close()
-		home := t.TempDir()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home), prompt: "scenario:slow tell a story",
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir()), prompt: "scenario:slow tell a story",
 			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGINT)})
 		end := r.end()
 		if end == nil || end.Status != events.StatusInterrupted || r.exit != 130 || end.Detail != "" {
@@ -187,8 +193,7 @@ func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
 	t.Run("SIGTERM to agentrun", func(t *testing.T) {
 		srv, _ := mockmodel.Start(mockmodel.Options{})
 		defer srv.Close()
-		home := t.TempDir()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home), prompt: "scenario:slow tell a story",
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir()), prompt: "scenario:slow tell a story",
 			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGTERM)})
 		if end := r.end(); end == nil || end.Status != events.StatusInterrupted {
 			t.Fatalf("end %+v; want interrupted", end)
@@ -197,9 +202,8 @@ func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		srv, _ := mockmodel.Start(mockmodel.Options{})
 		defer srv.Close()
-		home := t.TempDir()
 		start := time.Now()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, home), "--cwd", home, "--timeout", "4"), prompt: "scenario:slow tell a story",
+		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir(), "--timeout", "4"), prompt: "scenario:slow tell a story",
 			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
 		end := r.end()
 		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 4 reached" || r.exit != 124 {
@@ -254,8 +258,8 @@ func TestClaudeCodeNoSubagents(t *testing.T) {
 func TestClaudeCodeSessionResume(t *testing.T) {
 	srv, _ := mockmodel.Start(mockmodel.Options{})
 	defer srv.Close()
-	home, ws, sessions := t.TempDir(), t.TempDir(), t.TempDir()
-	args := append(claudeArgs(t, srv, home), "--cwd", ws, "--session-dir", sessions)
+	ws, sessions := t.TempDir(), t.TempDir()
+	args := append(claudeArgs(t, srv, true), "--cwd", ws, "--session-dir", sessions)
 	env := []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}
 	first := runAgentrun(t, invocation{args: args, prompt: "scenario:tool first", env: env})
 	end := first.end()
@@ -291,4 +295,44 @@ func find[T events.Event](evs []events.Event) T {
 	}
 	var zero T
 	return zero
+}
+
+// TestClaudeCodeWithoutSandbox: --sandbox none talks to the mock directly
+// and says so.
+func TestClaudeCodeWithoutSandbox(t *testing.T) {
+	r := runScenarioIn(t, "tool", mockmodel.Options{}, false)
+	end := r.end()
+	if end == nil || end.Status != "finished" || end.Result == nil || *end.Result != "Done: wrote hello.txt" {
+		t.Fatalf("end %+v", end)
+	}
+	start := r.events[0].(*events.Start)
+	if start.Sandbox != "none" || start.Network.Enforced || len(start.DenyRead) != 0 {
+		t.Errorf("start %+v", start)
+	}
+	for _, err := range mockmodel.VerifyUsage(r.events, r.srv.Ledger(), false) {
+		t.Error(err)
+	}
+}
+
+// TestClaudeCodeDeniedHost: the agent's command reaches for a host that is
+// not on the list; the proxy refuses it and the stream says so.
+func TestClaudeCodeDeniedHost(t *testing.T) {
+	r := runScenario(t, "nethost", mockmodel.Options{})
+	end := r.end()
+	if end == nil || end.Status != "finished" {
+		t.Fatalf("end %+v", end)
+	}
+	var denied *events.NetworkAccess
+	for _, e := range r.events {
+		if n, ok := e.(*events.NetworkAccess); ok && !n.Allowed {
+			denied = n
+		}
+	}
+	if denied == nil || denied.Host != "blocked.example" || denied.Port != 80 || denied.Reason == nil || *denied.Reason != events.ReasonNotAllowed {
+		t.Fatalf("no not_allowed network event for blocked.example:80: %s", r.types())
+	}
+	tool := find[*events.Tool](r.events)
+	if tool == nil || tool.Error == nil || !*tool.Error || tool.Denied {
+		t.Errorf("the refused command must show as a tool error, not a denial: %+v", tool)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -150,25 +151,42 @@ type mockRun struct {
 	*result
 }
 
-func claudeArgs(t *testing.T, srv *mockmodel.Server, home string) []string {
-	return []string{"--runtime", "claude-code", "--model", "sonnet",
-		"--env", "ANTHROPIC_BASE_URL=" + srv.URL(), "--env", "ANTHROPIC_API_KEY=test-key",
-		"--env", "CLAUDE_CODE_MAX_RETRIES=1", "--env", "HOME=" + home, "--env", "TMPDIR=" + home}
+// mockHost is the name the sandbox's proxy routes to the mock.
+const mockHost = "mock-model.test"
+
+// claudeArgs points claude-code at the mock. In the sandbox (the default)
+// the mock is reachable only through the filter proxy: a test host name
+// routed to it with --add-host and allowed explicitly, as in production an
+// in-cluster model gateway would be. Without one (sandboxed false) the CLI
+// talks to 127.0.0.1 directly.
+func claudeArgs(t *testing.T, srv *mockmodel.Server, sandboxed bool) []string {
+	u, _ := url.Parse(srv.URL())
+	args := []string{"--runtime", "claude-code", "--model", "sonnet",
+		"--env", "ANTHROPIC_API_KEY=test-key", "--env", "CLAUDE_CODE_MAX_RETRIES=1"}
+	if !sandboxed {
+		return append(args, "--sandbox", "none", "--env", "ANTHROPIC_BASE_URL="+srv.URL())
+	}
+	return append(args, "--env", "ANTHROPIC_BASE_URL=http://"+mockHost+":"+u.Port(),
+		"--add-host", mockHost+"=127.0.0.1", "--allow-host", mockHost+":"+u.Port(), "--allow-host", "127.0.0.1:"+u.Port())
 }
 
 func runScenario(t *testing.T, scenario string, opts mockmodel.Options, extra ...string) *mockRun {
+	t.Helper()
+	return runScenarioIn(t, scenario, opts, true, extra...)
+}
+
+func runScenarioIn(t *testing.T, scenario string, opts mockmodel.Options, sandboxed bool, extra ...string) *mockRun {
 	t.Helper()
 	srv, err := mockmodel.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	home := t.TempDir()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(claudeArgs(t, srv, home), "--cwd", ws)
+	args := append(claudeArgs(t, srv, sandboxed), "--cwd", ws)
 	args = append(args, extra...)
 	r := runAgentrun(t, invocation{args: args, prompt: "scenario:" + scenario + " please",
 		env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
