@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -334,5 +335,36 @@ func TestClaudeCodeDeniedHost(t *testing.T) {
 	tool := find[*events.Tool](r.events)
 	if tool == nil || tool.Error == nil || !*tool.Error || tool.Denied {
 		t.Errorf("the refused command must show as a tool error, not a denial: %+v", tool)
+	}
+}
+
+// TestClaudeCodeOverHTTPS is the production path: the model API over TLS,
+// reached with CONNECT through the filter proxy, the CA trusted through
+// the variable claude-code reads (NODE_EXTRA_CA_CERTS).
+func TestClaudeCodeOverHTTPS(t *testing.T) {
+	srv, err := mockmodel.Start(mockmodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ws := t.TempDir()
+	caFile := filepath.Join(ws, "test-ca.pem") // the workspace is visible in the sandbox
+	front := tlsFront(t, srv.URL(), mockHost, caFile)
+	_, port, _ := net.SplitHostPort(front)
+	args := []string{"--runtime", "claude-code", "--model", "sonnet", "--cwd", ws,
+		"--env", "ANTHROPIC_API_KEY=test-key", "--env", "CLAUDE_CODE_MAX_RETRIES=1",
+		"--env", "ANTHROPIC_BASE_URL=https://" + mockHost + ":" + port, "--env", "NODE_EXTRA_CA_CERTS=" + caFile,
+		"--add-host", mockHost + "=127.0.0.1", "--allow-host", mockHost + ":" + port, "--allow-host", "127.0.0.1:" + port}
+	r := runAgentrun(t, invocation{args: args, prompt: "scenario:tool over tls", env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
+	end := r.end()
+	if end == nil || end.Status != "finished" || end.Result == nil || *end.Result != "Done: wrote hello.txt" {
+		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+	}
+	n := find[*events.NetworkAccess](r.events)
+	if n == nil || n.Host != mockHost || strconv.Itoa(n.Port) != port || !n.Allowed {
+		t.Errorf("network event %+v, want the CONNECT to %s:%s", n, mockHost, port)
+	}
+	for _, err := range mockmodel.VerifyUsage(r.events, srv.Ledger(), false) {
+		t.Error(err)
 	}
 }
