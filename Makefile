@@ -10,6 +10,7 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/agentrun ./cmd/agentrun
+	$(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
 	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
 
 setup:

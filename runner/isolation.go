@@ -114,27 +114,21 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	return out
 }
 
-// probe checks bubblewrap before the agent starts.
-func (i *isolation) probe() error {
+// prepareHost readies this process for a sandbox that may see it in /proc
+// (always so with the outer /proc): a non-dumpable process's environ, mem
+// and fds are closed to it. It also picks the first /proc mode to try: a
+// fresh one, unless AGENTRUN_SANDBOX_PROC=host asks for the outer /proc
+// bound read-only (what a container with a masked /proc gets; this tries
+// and tests that mode anywhere).
+func (i *isolation) prepareHost() {
 	if !i.sandboxed() {
-		return nil
+		return
 	}
-	mode, err := sandbox.Probe()
-	if err != nil {
-		return err
-	}
-	// AGENTRUN_SANDBOX_PROC=host binds the outer /proc even where a fresh
-	// one could be mounted: what a container with a masked /proc gets, to
-	// try it (and test it) anywhere.
 	if os.Getenv("AGENTRUN_SANDBOX_PROC") == "host" {
-		mode = sandbox.HostProc
+		i.proc = sandbox.HostProc
 	}
-	i.proc = mode
-	// The sandbox may see this process in /proc (always with HostProc):
-	// a non-dumpable process's environ, mem and fds are closed to it.
 	const prSetDumpable = 4
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-	return nil
 }
 
 // env is the agent's environment. In the sandbox it is a minimal base (PATH,

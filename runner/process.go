@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,7 +73,39 @@ type processSpec struct {
 	onAccess func(proxy.Access)
 }
 
+// startProcess starts the command, in the sandbox when ps.sandbox is set.
+// A sandbox whose fresh /proc cannot be mounted (a container's masked
+// /proc) is started again with the outer /proc; any other failure of
+// bubblewrap before the command ran is an errSandboxStart that says why and
+// how to fix it.
 func startProcess(ps processSpec) (*process, error) {
+	if ps.sandbox == nil {
+		return startOnce(ps, nil)
+	}
+	for {
+		gate := &gatedWriter{w: ps.stderr}
+		try := ps
+		try.stderr = gate
+		p, err := startOnce(try, gate)
+		var sbErr errSandboxStart
+		if !errors.As(err, &sbErr) {
+			return p, err
+		}
+		msg := strings.TrimSpace(gate.held())
+		if sandbox.ProcMountFailed(msg) && ps.sandbox.Proc == sandbox.FreshProc {
+			cfg := *ps.sandbox
+			cfg.Proc = sandbox.HostProc
+			ps.sandbox = &cfg
+			continue
+		}
+		return p, errSandboxStart{errors.New(sandbox.Advice(msg))}
+	}
+}
+
+// startOnce starts the command once. gate holds bubblewrap's stderr until
+// the sandbox reported ready, so that a failure can be read (and retried)
+// before anything reaches the user.
+func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	p := &process{exited: make(chan struct{})}
 	argv, env := ps.argv, ps.env
 	var prepared *sandbox.Prepared
@@ -135,26 +168,67 @@ func startProcess(ps processSpec) (*process, error) {
 			time.AfterFunc(drainAfterExit, func() { _ = p.stdout.SetReadDeadline(time.Now()) })
 		}
 	}()
-	if prepared != nil {
-		ready, err := prepared.Receive(sandboxStartTimeout)
-		if err != nil {
-			p.signal(syscall.SIGKILL)
-			<-p.exited
-			p.close()
-			return p, errSandboxStart{err}
+	if prepared == nil {
+		return p, nil
+	}
+	ready, err := prepared.Receive(sandboxStartTimeout)
+	if err != nil {
+		p.signal(syscall.SIGKILL)
+		<-p.exited // bwrap's stderr is complete once it exited
+		if p.stdout != nil {
+			p.stdout.Close()
 		}
-		p.mu.Lock()
-		p.agentPid = ready.Pid
-		p.mu.Unlock()
-		if len(ready.Listeners) > 0 {
-			srv := &proxy.Server{Policy: ps.policy, Resolver: ps.resolver, OnAccess: ps.onAccess}
-			for _, l := range ready.Listeners {
-				go func() { _ = srv.Serve(l) }()
-			}
-			p.cleanup = append(p.cleanup, func() { srv.Close() })
+		p.close()
+		return nil, errSandboxStart{err}
+	}
+	gate.open()
+	p.mu.Lock()
+	p.agentPid = ready.Pid
+	p.mu.Unlock()
+	if len(ready.Listeners) > 0 {
+		srv := &proxy.Server{Policy: ps.policy, Resolver: ps.resolver, OnAccess: ps.onAccess}
+		for _, l := range ready.Listeners {
+			go func() { _ = srv.Serve(l) }()
 		}
+		p.cleanup = append(p.cleanup, func() { srv.Close() })
 	}
 	return p, nil
+}
+
+// gatedWriter holds what is written until open, then passes it on.
+type gatedWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	buf    bytes.Buffer
+	opened bool
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened {
+		return g.w.Write(p)
+	}
+	if g.buf.Len() < 64<<10 {
+		g.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+func (g *gatedWriter) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.opened = true
+	if g.buf.Len() > 0 {
+		_, _ = g.w.Write(g.buf.Bytes())
+		g.buf.Reset()
+	}
+}
+
+func (g *gatedWriter) held() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.String()
 }
 
 // errSandboxStart is a sandbox that failed before the agent ran; the

@@ -85,9 +85,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 	}
 
 	stderrTail := newTail(stderr, 500)
-	if err := p.iso.probe(); err != nil {
-		return end(events.StatusFailed, err.Error())
-	}
+	p.iso.prepareHost()
 	home := filepath.Join(stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
@@ -97,7 +95,8 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		stdin: launch.Stdin, stderr: stderrTail}
 	if p.iso.sandboxed() {
 		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc, Self: selfExe()}
+			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc}
+		ps.sandbox.Init, ps.sandbox.InitUsesVerb = sandbox.FindInit(selfExe())
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
@@ -113,12 +112,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		outcome := aggregator.Outcome{Status: events.StatusFailed, Detail: err.Error(), Started: started}
 		var sbErr errSandboxStart
 		if errors.As(err, &sbErr) {
-			exit := proc.wait()
-			outcome.ExitCode = exit.code()
 			outcome.Detail = "the sandbox failed before the agent started: " + sbErr.Error()
-			if tail := stderrTail.String(); tail != "" {
-				outcome.Detail += ": " + tail
-			}
 		}
 		return agg.Finish(outcome)
 	}
@@ -226,7 +220,7 @@ func resolveBinary(rt adapters.Runtime) (string, error) {
 	return p, nil
 }
 
-// selfExe is this binary, bound into the sandbox as its first process.
+// selfExe is this binary; the sandbox's first process is found beside it.
 func selfExe() string {
 	p, err := os.Executable()
 	if err != nil {

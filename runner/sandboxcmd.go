@@ -45,9 +45,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if err != nil {
 		return fail("%v", err)
 	}
-	if err := p.iso.probe(); err != nil {
-		return fail("%v", err)
-	}
+	p.iso.prepareHost()
 	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
 	if err != nil {
 		return fail("%v", err)
@@ -61,7 +59,8 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	ps := processSpec{argv: c.Argv, env: p.iso.env(home, nil, p.env), dir: p.cwd, stdinR: stdin, stdout: stdout, stderr: stderr}
 	if p.iso.sandboxed() {
 		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(lookPathOr(c.Argv[0])),
-			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc, Self: selfExe()}
+			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc}
+		ps.sandbox.Init, ps.sandbox.InitUsesVerb = sandbox.FindInit(selfExe())
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			var reason *string

@@ -66,7 +66,10 @@ type Config struct {
 	DenyRead  []string // in order: defaults, then --deny-read
 	NoNetwork bool     // --network none: no proxy inside at all
 	Proc      ProcMode
-	Self      string // the runner's binary, bound at InitPath
+	// Init is the first program inside, bound at InitPath: the small
+	// agentrun-sandbox-init, or agentrun itself with InitVerb (InitUsesVerb).
+	Init         string
+	InitUsesVerb bool
 }
 
 // Deny is one prepared deny-read entry.
@@ -104,7 +107,7 @@ func Args(bwrap string, cfg Config, deny []Deny, seccompFD int) []string {
 		}
 	}
 	// After the workspace, which may be /tmp itself.
-	a = append(a, "--ro-bind", cfg.Self, InitPath)
+	a = append(a, "--ro-bind", cfg.Init, InitPath)
 	// Deny entries come last so that they cover anything bound above,
 	// the workspace included.
 	for _, d := range deny {

@@ -9,7 +9,7 @@ import (
 
 func TestArgs(t *testing.T) {
 	cfg := Config{Workspace: "/tmp/ws", Writable: []string{"/tmp/state"}, ReadOnly: []string{"/tmp/cli", "/tmp/ws/inside"},
-		Self: "/usr/bin/agentrun", Proc: HostProc}
+		Init: "/usr/bin/agentrun", Proc: HostProc}
 	deny := []Deny{{Path: "/home/u/.ssh", IsDir: true}, {Path: "/home/u/.netrc"}}
 	got := strings.Join(Args("bwrap", cfg, deny, 4), " ")
 	for _, want := range []string{

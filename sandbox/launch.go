@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -71,7 +70,10 @@ func Prepare(cfg Config, env, argv []string) (*Prepared, error) {
 	}
 	seccompW.Close()
 
-	init := []string{InitPath, InitVerb}
+	init := []string{InitPath}
+	if cfg.InitUsesVerb {
+		init = append(init, InitVerb)
+	}
 	if !cfg.NoNetwork {
 		init = append(init, "--proxy")
 	}
@@ -160,52 +162,27 @@ func (p *Prepared) Receive(timeout time.Duration) (*Ready, error) {
 // Cleanup removes the deny-read placeholders; call it after the run.
 func (p *Prepared) Cleanup() { RemovePlaceholders(p.placeholders) }
 
-// ProbeError is a sandbox that cannot start here, with the fix.
-type ProbeError struct{ Detail string }
-
-func (e *ProbeError) Error() string { return e.Detail }
-
-// Probe checks that bubblewrap can create its namespaces and mount /proc
-// here, before the agent starts, and picks the /proc mode: a fresh /proc
-// where it can be mounted, else the outer /proc bound read-only (a
-// container's masked /proc forbids the mount). It takes a few milliseconds.
-func Probe() (ProcMode, error) {
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		return 0, &ProbeError{"bubblewrap is not installed (no bwrap in PATH): install it (apt-get install bubblewrap) or pass --sandbox none"}
-	}
-	try := func(proc ...string) (string, error) {
-		args := []string{"--die-with-parent", "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
-			"--unshare-net", "--unshare-cgroup-try", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"}
-		args = append(append(args, proc...), "--", "true")
-		cmd := exec.Command(bwrap, args...)
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		return strings.TrimSpace(stderr.String()), err
-	}
-	msg, err := try("--proc", "/proc")
-	if err == nil {
-		return FreshProc, nil
-	}
-	if !strings.Contains(msg, "proc") {
-		return 0, &ProbeError{namespaceAdvice(msg)}
-	}
-	msg2, err := try("--ro-bind", "/proc", "/proc")
-	if err == nil {
-		return HostProc, nil
-	}
-	return 0, &ProbeError{fmt.Sprintf("bubblewrap cannot mount /proc (bwrap: %s; with the outer /proc bound: %s). "+
-		"In a Pod use seccompProfile Unconfined (or a Localhost profile allowing mount) and procMount Unmasked where the node supports it; or pass --sandbox none", msg, msg2)}
+// ProcMountFailed reports whether bubblewrap's error is the /proc mount,
+// which a container's masked /proc forbids (the outer /proc then works).
+func ProcMountFailed(bwrapStderr string) bool {
+	return strings.Contains(bwrapStderr, "mount proc") || strings.Contains(bwrapStderr, "on /newroot/proc")
 }
 
-// namespaceAdvice turns bwrap's namespace errors into the fix.
-func namespaceAdvice(msg string) string {
+// Advice turns bubblewrap's start-up error into the cause and the fix.
+func Advice(bwrapStderr string) string {
+	msg := bwrapStderr
 	if msg == "" {
 		msg = "no message"
 	}
-	return fmt.Sprintf("bubblewrap cannot create its namespaces (bwrap: %s). "+
+	switch {
+	case ProcMountFailed(msg):
+		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
+			"In a Pod use seccompProfile Unconfined (or a Localhost profile allowing mount) and procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+	case strings.Contains(msg, "execvp"):
+		return fmt.Sprintf("bubblewrap started but could not run the agent's helper (%s): "+
+			"the agentrun binary or the command must be readable inside the sandbox", msg)
+	}
+	return fmt.Sprintf("bubblewrap cannot create its namespaces (%s). "+
 		"In a Pod set securityContext.seccompProfile.type: Unconfined (RuntimeDefault forbids unshare and mount; a Localhost profile "+
 		"allowing clone, unshare, mount, umount2, pivot_root and setns also works) and AppArmor Unconfined, run as non-root with "+
 		"allowPrivilegeEscalation: false and all capabilities dropped; as root outside a container bwrap needs CAP_SETFCAP; "+

@@ -43,7 +43,10 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	agentrun, probe = filepath.Join(dir, "agentrun"), filepath.Join(dir, "probe")
-	for out, pkg := range map[string]string{agentrun: "./cmd/agentrun", probe: "./test/sandbox/probe"} {
+	// With the small init helper beside agentrun, as installed in the runner
+	// image (test/cli covers the fallback to agentrun's own hidden verb).
+	initBin := filepath.Join(dir, "agentrun-sandbox-init")
+	for out, pkg := range map[string]string{agentrun: "./cmd/agentrun", probe: "./test/sandbox/probe", initBin: "./cmd/agentrun-sandbox-init"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
