@@ -58,6 +58,8 @@ func (s *Server) init() {
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   false,
+			ReadBufferSize:      copyBuffer,
+			WriteBufferSize:     copyBuffer,
 		}
 		s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
 	})
@@ -294,14 +296,24 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
+	if resp.ContentLength >= 0 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A body of known length: copy in large blocks, no flushing.
+		buf := make([]byte, copyBuffer)
+		_, _ = io.CopyBuffer(w, resp.Body, buf)
+		return
+	}
 	flushCopy(w, resp.Body)
 }
+
+// copyBuffer is the size of the blocks the proxy moves: large enough that
+// bulk transfers are not bounded by per-write overhead.
+const copyBuffer = 256 << 10
 
 // flushCopy streams the body, flushing as data arrives (server-sent events
 // from a model API must not wait in a buffer).
 func flushCopy(w http.ResponseWriter, body io.Reader) {
 	f, _ := w.(http.Flusher)
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, copyBuffer)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
