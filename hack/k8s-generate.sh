@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regenerates everything controller-gen derives from the Go markers:
+#   api/v1alpha1/zz_generated.deepcopy.go   (make generate)
+#   config/crd/bases/agentrun.dev_agentruns.yaml, config/rbac/role.yaml,
+#   charts/agentrun/crds/ (a copy of the CRD)  (make manifests)
+# Usage: hack/k8s-generate.sh [generate|manifests|all] [OUTDIR]
+# With OUTDIR the files are written below OUTDIR instead of the repository
+# (the staleness test compares the two).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:-all}
+out=${2:-$root}
+cg=$("$root/hack/k8s-tool.sh" controller-gen)
+cd "$root"
+header=hack/k8s-boilerplate.go.txt
+
+if [ "$what" = generate ] || [ "$what" = all ]; then
+  mkdir -p "$out/api/v1alpha1"
+  "$cg" object:headerFile="$header" paths=./api/... output:object:dir="$out/api/v1alpha1"
+fi
+if [ "$what" = manifests ] || [ "$what" = all ]; then
+  mkdir -p "$out/config/crd/bases" "$out/config/rbac" "$out/charts/agentrun/crds"
+  "$cg" crd paths=./api/... output:crd:dir="$out/config/crd/bases"
+  "$cg" rbac:roleName=agentrun-manager paths=./controllers/... output:rbac:dir="$out/config/rbac"
+  cp "$out/config/crd/bases/agentrun.dev_agentruns.yaml" "$out/charts/agentrun/crds/agentrun.dev_agentruns.yaml"
+fi
