@@ -38,6 +38,7 @@ const syntheticModel = "<synthetic>"
 // Adapter holds the state of one run.
 type Adapter struct {
 	prompted bool
+	images   []string // --image paths as given, for the prompt event
 
 	subagents     map[string]*subagentState // running subagents by Agent tool_use id
 	endedSubs     *recent.Set
@@ -111,6 +112,7 @@ func (a *Adapter) Launch(spec adapters.LaunchSpec) (*adapters.Launch, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.images = spec.Images
 	env := []string{
 		// claude-code keeps its sessions, settings and caches here; a private
 		// directory keeps runs apart and lets --session-dir find the session.
@@ -340,7 +342,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	if l.IsReplay && parent == "" {
 		if !a.prompted {
 			a.prompted = true
-			emit(records.Prompt{Text: promptText(m.Content)})
+			emit(records.Prompt{Text: promptText(m.Content), Images: a.images})
 		}
 		return
 	}

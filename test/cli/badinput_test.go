@@ -219,3 +219,26 @@ func TestEnvFileNamesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxCannotStart: when bubblewrap cannot create its namespaces (a
+// RuntimeDefault seccomp profile in a Pod, say), the run ends with a detail
+// that names the cause and the fix, not an opaque bwrap error. A stand-in
+// bwrap fails the way the real one does there.
+func TestSandboxCannotStart(t *testing.T) {
+	fake := t.TempDir()
+	script := "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir()}, prompt: "hi",
+		env: []string{"AGENTRUN_CLAUDE_BIN=/bin/true", "PATH=" + fake + ":/usr/bin:/bin"}})
+	end := r.end()
+	if len(r.events) != 1 || end == nil || end.Status != events.StatusFailed {
+		t.Fatalf("got %s; want a single failed end", r.stdout)
+	}
+	for _, want := range []string{"bubblewrap cannot create its namespaces", "No permissions to creating new namespace", "seccompProfile.type: Unconfined", "--sandbox none"} {
+		if !strings.Contains(end.Detail, want) {
+			t.Errorf("detail lacks %q: %s", want, end.Detail)
+		}
+	}
+}

@@ -368,3 +368,22 @@ func TestClaudeCodeOverHTTPS(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestClaudeCodeImage: --image goes to the CLI as an image block of the
+// stream-json user message; the prompt event lists the path as given.
+func TestClaudeCodeImage(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "dot.png")
+	// A 1x1 PNG.
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82")
+	if err := os.WriteFile(img, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runScenario(t, "tool", mockmodel.Options{}, "--image", img)
+	p := find[*events.Prompt](r.events)
+	if p == nil || len(p.Images) != 1 || p.Images[0] != img || !strings.Contains(p.Text, "scenario:tool") {
+		t.Fatalf("prompt %+v", p)
+	}
+	if end := r.end(); end == nil || end.Status != "finished" {
+		t.Fatalf("end %+v", end)
+	}
+}
