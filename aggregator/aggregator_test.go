@@ -277,18 +277,7 @@ func TestFieldOrder(t *testing.T) {
 		records.SubagentEnd{ID: "a"},
 		records.Network{Host: "example.com", Port: 443, Allowed: false, Reason: events.ReasonNotAllowed},
 	)
-	want := map[string][]string{
-		"start":          {"schema", "type", "time", "runtime", "sandbox", "network", "deny_read", "model", "cwd", "argv", "env"},
-		"prompt":         {"schema", "type", "time", "text", "images"},
-		"tool_start":     {"schema", "type", "time", "id", "parent", "name", "summary"},
-		"tool":           {"schema", "type", "time", "id", "parent", "name", "summary", "denied", "error"},
-		"text":           {"schema", "type", "time", "parent", "text"},
-		"usage":          {"schema", "type", "time", "parent", "model", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd", "context_tokens"},
-		"subagent_start": {"schema", "type", "time", "id", "parent", "number", "kind", "model", "description"},
-		"subagent_end":   {"schema", "type", "time", "id", "status", "duration_ms", "usage"},
-		"network":        {"schema", "type", "time", "host", "port", "allowed", "reason"},
-		"end":            {"schema", "type", "time", "status", "exit_code", "detail", "duration_ms", "usage", "result", "session_id"},
-	}
+	want := eventstest.SeedFieldOrder
 	seen := map[string]bool{}
 	for _, e := range evs {
 		b, err := events.Marshal(e)

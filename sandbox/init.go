@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,6 +33,25 @@ func FindInit(self string) (path string, usesVerb bool) {
 
 // ControlFD is the socket to the runner that bwrap passes down.
 const ControlFD = 3
+
+// InitMain parses "[--proxy] -- COMMAND [ARGS...]" and runs RunInit; it
+// returns only on failure, with the exit code to use (127, as a shell does
+// for a command it cannot run). Both agentrun-sandbox-init and agentrun's
+// hidden verb are this.
+func InitMain(args []string, stderr io.Writer) int {
+	withProxy := false
+	for len(args) > 0 && args[0] != "--" {
+		if args[0] == "--proxy" {
+			withProxy = true
+		}
+		args = args[1:]
+	}
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	fmt.Fprintln(stderr, RunInit(withProxy, args))
+	return 127
+}
 
 // RunInit is the sandbox side of the fdpass bridge. It opens the proxy's
 // listening sockets inside the sandbox's network namespace (when withProxy),

@@ -9,24 +9,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 func main() {
-	args := os.Args[1:]
-	withProxy := false
-	for len(args) > 0 && args[0] != "--" {
-		if args[0] == "--proxy" {
-			withProxy = true
-		}
-		args = args[1:]
-	}
-	if len(args) > 0 {
-		args = args[1:]
-	}
-	fmt.Fprintln(os.Stderr, sandbox.RunInit(withProxy, args))
-	os.Exit(127)
+	os.Exit(sandbox.InitMain(os.Args[1:], os.Stderr))
 }

@@ -56,18 +56,4 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 }
 
 // sandboxInitCmd is the first process inside the sandbox (not for people).
-func sandboxInitCmd(args []string, stderr io.Writer) int {
-	withProxy := false
-	for len(args) > 0 && args[0] != "--" {
-		if args[0] == "--proxy" {
-			withProxy = true
-		}
-		args = args[1:]
-	}
-	if len(args) > 0 {
-		args = args[1:]
-	}
-	err := sandbox.RunInit(withProxy, args)
-	fmt.Fprintln(stderr, err)
-	return 127
-}
+func sandboxInitCmd(args []string, stderr io.Writer) int { return sandbox.InitMain(args, stderr) }
