@@ -116,11 +116,22 @@ func splitHostPort(authority string, def int) (string, int, error) {
 	return host, n, nil
 }
 
-// check decides and reports one destination.
-func (s *Server) check(host string, port int) Decision {
-	d := s.Policy.Decide(host, port, s.Resolver)
+// admit decides and reports the destination authority (defPort when it
+// names none) and answers the client itself when it is refused or
+// malformed; ok is false then.
+func (s *Server) admit(w http.ResponseWriter, authority string, defPort int) (port int, d Decision, ok bool) {
+	host, port, err := splitHostPort(authority, defPort)
+	if err != nil {
+		http.Error(w, "agentrun proxy: "+err.Error(), http.StatusBadRequest)
+		return 0, d, false
+	}
+	d = s.Policy.Decide(host, port, s.Resolver)
 	s.report(Access{Host: host, Port: port, Allowed: d.Allowed, Reason: d.Reason})
-	return d
+	if !d.Allowed {
+		deny(w, d.Reason)
+		return 0, d, false
+	}
+	return port, d, true
 }
 
 func deny(w http.ResponseWriter, reason string) {
@@ -184,14 +195,8 @@ func (s *Server) dialChecked(ctx context.Context, _, _ string) (net.Conn, error)
 }
 
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	host, port, err := splitHostPort(r.Host, 443)
-	if err != nil {
-		http.Error(w, "agentrun proxy: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	d := s.check(host, port)
-	if !d.Allowed {
-		deny(w, d.Reason)
+	port, d, ok := s.admit(w, r.Host, 443)
+	if !ok {
 		return
 	}
 	// Not r.Context(): the server cancels it when the client half-closes.
@@ -265,14 +270,8 @@ func stripHop(h http.Header) {
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
-	host, port, err := splitHostPort(r.URL.Host, 80)
-	if err != nil {
-		http.Error(w, "agentrun proxy: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	d := s.check(host, port)
-	if !d.Allowed {
-		deny(w, d.Reason)
+	port, d, ok := s.admit(w, r.URL.Host, 80)
+	if !ok {
 		return
 	}
 	ctx := context.WithValue(context.Background(), dialKey{}, pinned{addrs: d.Addrs, port: port})

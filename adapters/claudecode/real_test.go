@@ -40,7 +40,7 @@ func TestRealCaptures(t *testing.T) {
 			result: "Background result received", check: checkOneSubagent},
 		{name: "denied", types: "start prompt tool_start usage tool text usage end", result: "The command was denied; stopping here.",
 			check: func(t *testing.T, evs []events.Event) {
-				tool := find[*events.Tool](evs)
+				tool := eventstest.Find[*events.Tool](evs)
 				if !tool.Denied || tool.Error == nil || *tool.Error {
 					t.Errorf("denied call: denied=%v error=%v, want true and false", tool.Denied, tool.Error)
 				}
@@ -100,8 +100,8 @@ func TestRealCaptures(t *testing.T) {
 // checkOneSubagent: one general-purpose subagent, its events parented to it,
 // its end carrying its own usage.
 func checkOneSubagent(t *testing.T, evs []events.Event) {
-	start := find[*events.SubagentStart](evs)
-	end := find[*events.SubagentEnd](evs)
+	start := eventstest.Find[*events.SubagentStart](evs)
+	end := eventstest.Find[*events.SubagentEnd](evs)
 	if start.Number != 1 || start.Kind != "general-purpose" || start.Parent != nil || end.ID != start.ID || end.Status != "finished" {
 		t.Errorf("subagent start %+v end %+v", start, end)
 	}
@@ -123,15 +123,6 @@ func checkOneSubagent(t *testing.T, evs []events.Event) {
 	}
 }
 
-func find[T events.Event](evs []events.Event) T {
-	for _, e := range evs {
-		if x, ok := e.(T); ok {
-			return x
-		}
-	}
-	var zero T
-	return zero
-}
 
 func readExit(path string) (int, error) {
 	b, err := os.ReadFile(path)

@@ -210,3 +210,14 @@ func checkUsage(n int, raw []byte, field string) []error {
 	}
 	return nil
 }
+
+// Find returns the first event of type T in evs, or the zero T.
+func Find[T events.Event](evs []events.Event) T {
+	for _, e := range evs {
+		if x, ok := e.(T); ok {
+			return x
+		}
+	}
+	var zero T
+	return zero
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/mockmodel"
 )
 
@@ -31,7 +32,7 @@ func TestClaudeCodeScenarios(t *testing.T) {
 	}{
 		{scenario: "tool", types: "start prompt tool_start usage tool text usage end", status: "finished",
 			result: "Done: wrote hello.txt", check: func(t *testing.T, r *mockRun) {
-				tool := find[*events.Tool](r.events)
+				tool := eventstest.Find[*events.Tool](r.events)
 				if tool.Name != "Bash" || tool.Summary != "Bash: echo hello > hello.txt" || tool.Error == nil || *tool.Error {
 					t.Errorf("tool = %+v", tool)
 				}
@@ -46,7 +47,7 @@ func TestClaudeCodeScenarios(t *testing.T) {
 		{scenario: "background", status: "finished", result: "Background result received", check: checkSubagent},
 		{scenario: "denied", types: "start prompt tool_start usage tool text usage end", status: "finished",
 			result: "The command was denied; stopping here.", check: func(t *testing.T, r *mockRun) {
-				tool := find[*events.Tool](r.events)
+				tool := eventstest.Find[*events.Tool](r.events)
 				if !tool.Denied || tool.Error == nil || *tool.Error {
 					t.Errorf("denied: %+v", tool)
 				}
@@ -95,8 +96,8 @@ func TestClaudeCodeScenarios(t *testing.T) {
 }
 
 func checkSubagent(t *testing.T, r *mockRun) {
-	start := find[*events.SubagentStart](r.events)
-	end := find[*events.SubagentEnd](r.events)
+	start := eventstest.Find[*events.SubagentStart](r.events)
+	end := eventstest.Find[*events.SubagentEnd](r.events)
 	if start == nil || end == nil || start.Number != 1 || start.Kind != "general-purpose" || end.ID != start.ID || end.Status != "finished" {
 		t.Fatalf("subagent start %+v end %+v", start, end)
 	}
@@ -214,7 +215,7 @@ func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
 			t.Errorf("the timeout took %s to stop the run", took)
 		}
 		// What was received before the timeout is kept.
-		if find[*events.Prompt](r.events) == nil {
+		if eventstest.Find[*events.Prompt](r.events) == nil {
 			t.Errorf("the prompt event is missing: %s", r.types())
 		}
 	})
@@ -288,15 +289,6 @@ func TestClaudeCodeSessionResume(t *testing.T) {
 	}
 }
 
-func find[T events.Event](evs []events.Event) T {
-	for _, e := range evs {
-		if x, ok := e.(T); ok {
-			return x
-		}
-	}
-	var zero T
-	return zero
-}
 
 // TestClaudeCodeWithoutSandbox: --sandbox none talks to the mock directly
 // and says so.
@@ -332,7 +324,7 @@ func TestClaudeCodeDeniedHost(t *testing.T) {
 	if denied == nil || denied.Host != "blocked.example" || denied.Port != 80 || denied.Reason == nil || *denied.Reason != events.ReasonNotAllowed {
 		t.Fatalf("no not_allowed network event for blocked.example:80: %s", r.types())
 	}
-	tool := find[*events.Tool](r.events)
+	tool := eventstest.Find[*events.Tool](r.events)
 	if tool == nil || tool.Error == nil || !*tool.Error || tool.Denied {
 		t.Errorf("the refused command must show as a tool error, not a denial: %+v", tool)
 	}
@@ -360,7 +352,7 @@ func TestClaudeCodeOverHTTPS(t *testing.T) {
 	if end == nil || end.Status != "finished" || end.Result == nil || *end.Result != "Done: wrote hello.txt" {
 		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
 	}
-	n := find[*events.NetworkAccess](r.events)
+	n := eventstest.Find[*events.NetworkAccess](r.events)
 	if n == nil || n.Host != mockHost || strconv.Itoa(n.Port) != port || !n.Allowed {
 		t.Errorf("network event %+v, want the CONNECT to %s:%s", n, mockHost, port)
 	}
@@ -379,7 +371,7 @@ func TestClaudeCodeImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runScenario(t, "tool", mockmodel.Options{}, "--image", img)
-	p := find[*events.Prompt](r.events)
+	p := eventstest.Find[*events.Prompt](r.events)
 	if p == nil || len(p.Images) != 1 || p.Images[0] != img || !strings.Contains(p.Text, "scenario:tool") {
 		t.Fatalf("prompt %+v", p)
 	}
