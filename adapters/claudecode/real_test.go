@@ -123,7 +123,6 @@ func checkOneSubagent(t *testing.T, evs []events.Event) {
 	}
 }
 
-
 func readExit(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

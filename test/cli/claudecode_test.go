@@ -289,7 +289,6 @@ func TestClaudeCodeSessionResume(t *testing.T) {
 	}
 }
 
-
 // TestClaudeCodeWithoutSandbox: --sandbox none talks to the mock directly
 // and says so.
 func TestClaudeCodeWithoutSandbox(t *testing.T) {
