@@ -114,6 +114,15 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	return out
 }
 
+// sandboxConfig is the bubblewrap set-up for a command in cwd whose binary
+// is bin, with the run's private state directory writable.
+func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
+	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
+		DenyRead: i.denyRead, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc}
+	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
+	return cfg
+}
+
 // prepareHost readies this process for a sandbox that may see it in /proc
 // (always so with the outer /proc): a non-dumpable process's environ, mem
 // and fds are closed to it. It also picks the first /proc mode to try: a

@@ -20,7 +20,6 @@ import (
 	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
-	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // NoSandboxNote is the [note] line of a run without a sandbox.
@@ -31,158 +30,226 @@ const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write
 // stops with "interrupted" when ctx is cancelled (the caller cancels it on
 // SIGINT or SIGTERM).
 func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) *events.End {
-	started := time.Now()
-	agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
-	end := func(status string, detail string) *events.End {
-		return agg.Finish(aggregator.Outcome{Status: status, Detail: detail, Started: started})
+	r := &run{o: o, started: time.Now(), out: out, stderr: stderr, cleanup: func() {}}
+	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
+	defer func() { r.cleanup() }() // the phases extend cleanup as they go
+	for _, phase := range []func() *events.End{r.prepare, r.build, r.start} {
+		if end := phase(); end != nil {
+			return end
+		}
 	}
-	p, err := prepare(o)
+	r.watch(ctx)
+	r.consume()
+	return r.finish()
+}
+
+// run is the state of one Run, filled phase by phase.
+type run struct {
+	o       Options
+	started time.Time
+	out     format.Renderer
+	stderr  io.Writer
+	agg     *aggregator.Aggregator
+	cleanup func()
+
+	p        *prepared
+	bin      string
+	stateDir string
+	adapter  adapters.Adapter
+	store    adapters.SessionStore // nil when the runtime keeps no sessions
+	spec     adapters.LaunchSpec
+	launch   *adapters.Launch
+	raw      io.Writer
+	tail     *tail
+	pipe     *pipeline
+	proc     *process
+	stop     *stopper
+}
+
+// end finishes the stream early, before or instead of the runtime.
+func (r *run) end(status, detail string) *events.End {
+	return r.agg.Finish(aggregator.Outcome{Status: status, Detail: detail, Started: r.started})
+}
+
+func (r *run) warn(msg string) { fmt.Fprintf(r.stderr, "[agentrun] %s\n", msg) }
+
+// prepare validates the request and finds the CLI.
+func (r *run) prepare() *events.End {
+	p, err := prepare(r.o)
 	if err != nil {
 		var rj rejection
 		if errors.As(err, &rj) {
-			return end(events.StatusRejected, rj.msg)
+			return r.end(events.StatusRejected, rj.msg)
 		}
-		return end(events.StatusFailed, err.Error())
+		return r.end(events.StatusFailed, err.Error())
 	}
-	bin, err := resolveBinary(p.runtime)
-	if err != nil {
-		return end(events.StatusFailed, err.Error())
+	r.p = p
+	if r.bin, err = resolveBinary(p.runtime); err != nil {
+		return r.end(events.StatusFailed, err.Error())
 	}
+	return nil
+}
+
+// build makes the runtime's command in a private state directory,
+// restoring a session to resume, and opens --raw.
+func (r *run) build() *events.End {
+	o := r.o
 	stateDir, err := os.MkdirTemp("", "agentrun-")
 	if err != nil {
-		return end(events.StatusFailed, fmt.Sprintf("cannot create the run's state directory: %v", err))
+		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the run's state directory: %v", err))
 	}
-	defer os.RemoveAll(stateDir)
-
-	adapter := p.runtime.New()
-	spec := p.spec
-	spec.Binary, spec.StateDir = bin, stateDir
+	r.stateDir = stateDir
+	var closers []func()
+	r.cleanup = func() {
+		for _, c := range closers {
+			c()
+		}
+		os.RemoveAll(stateDir)
+	}
+	r.adapter = r.p.runtime.New()
+	r.spec = r.p.spec
+	r.spec.Binary, r.spec.StateDir = r.bin, stateDir
 	if o.SessionDir != "" && o.Resume == "" {
-		spec.SessionID = newUUID()
+		r.spec.SessionID = newUUID()
 	}
-	store, _ := adapter.(adapters.SessionStore)
+	r.store, _ = r.adapter.(adapters.SessionStore)
 	if o.Resume != "" {
-		if store == nil {
-			return end(events.StatusRejected, fmt.Sprintf("--resume: %s sessions cannot be resumed by agentrun", o.Runtime))
+		if r.store == nil {
+			return r.end(events.StatusRejected, fmt.Sprintf("--resume: %s sessions cannot be resumed by agentrun", o.Runtime))
 		}
-		if err := store.RestoreSession(spec, sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
-			return end(events.StatusFailed, fmt.Sprintf("--resume %s: %v", o.Resume, err))
+		if err := r.store.RestoreSession(r.spec, sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
+			return r.end(events.StatusFailed, fmt.Sprintf("--resume %s: %v", o.Resume, err))
 		}
 	}
-	launch, err := adapter.Launch(spec)
-	if err != nil {
-		return end(events.StatusRejected, err.Error())
+	if r.launch, err = r.adapter.Launch(r.spec); err != nil {
+		return r.end(events.StatusRejected, err.Error())
 	}
-
-	var raw io.Writer
 	if o.RawPath != "" {
 		f, err := os.OpenFile(o.RawPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
-			return end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
+			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
 		}
-		defer f.Close()
-		raw = f
+		closers = append(closers, func() { f.Close() })
+		r.raw = f
 	}
+	return nil
+}
 
-	stderrTail := newTail(stderr, 500)
+// start starts the runtime, in the sandbox unless --sandbox none, and
+// writes start once it runs (a launch that fails gives only end).
+func (r *run) start() *events.End {
+	o, p := r.o, r.p
+	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
-	home := filepath.Join(stateDir, "home")
+	home := filepath.Join(r.stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
-		return end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
+		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
 	}
-	pipe := newPipeline(adapter, agg)
-	ps := processSpec{argv: launch.Argv, env: p.iso.env(home, launch.Env, p.env), dir: p.cwd,
-		stdin: launch.Stdin, stderr: stderrTail}
+	r.pipe = newPipeline(r.adapter, r.agg)
+	ps := processSpec{argv: r.launch.Argv, env: p.iso.env(home, r.launch.Env, p.env), dir: p.cwd,
+		stdin: r.launch.Stdin, stderr: r.tail}
 	if p.iso.sandboxed() {
-		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc}
-		ps.sandbox.Init, ps.sandbox.InitUsesVerb = sandbox.FindInit(selfExe())
+		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
-			pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
+			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
 		}
 	}
-	// start comes once the process runs (a launch that fails gives only
-	// end), after the [note] lines and before anything the proxy reports:
-	// the aggregator stays locked until it is written.
-	pipe.mu.Lock()
+	// The [note] lines and start come before anything the proxy reports:
+	// the aggregator stays locked until they are written.
+	r.pipe.mu.Lock()
 	proc, err := startProcess(ps)
 	if err != nil {
-		defer pipe.mu.Unlock()
-		outcome := aggregator.Outcome{Status: events.StatusFailed, Detail: err.Error(), Started: started}
+		defer r.pipe.mu.Unlock()
 		var sbErr errSandboxStart
 		if errors.As(err, &sbErr) {
-			outcome.Detail = "the sandbox failed before the agent started: " + sbErr.Error()
+			return r.end(events.StatusFailed, "the sandbox failed before the agent started: "+sbErr.Error())
 		}
-		return agg.Finish(outcome)
+		return r.end(events.StatusFailed, err.Error())
 	}
+	r.proc = proc
 	for _, n := range p.iso.notes(o.SessionDir, p.cwd) {
-		_ = out.Note(n)
+		_ = r.out.Note(n)
 	}
-	agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
+	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(launch.Argv, o.Prompt), Env: p.envNames()})
-	pipe.mu.Unlock()
-	if !launch.EchoesPrompt {
-		pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
+		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames()})
+	r.pipe.mu.Unlock()
+	if !r.launch.EchoesPrompt {
+		r.pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
 	}
+	return nil
+}
 
-	stop := &stopper{proc: proc, grace: o.Grace}
-	if stop.grace <= 0 {
-		stop.grace = DefaultGrace
+// watch stops the run on --timeout and on ctx (SIGINT, SIGTERM).
+func (r *run) watch(ctx context.Context) {
+	o := r.o
+	r.stop = &stopper{proc: r.proc, grace: o.Grace}
+	if r.stop.grace <= 0 {
+		r.stop.grace = DefaultGrace
 	}
 	if o.Timeout > 0 {
 		t := time.AfterFunc(o.Timeout, func() {
-			stop.stop(events.StatusTimeout, fmt.Sprintf("--timeout %d reached", int(o.Timeout/time.Second)))
+			r.stop.stop(events.StatusTimeout, fmt.Sprintf("--timeout %d reached", int(o.Timeout/time.Second)))
 		})
-		defer t.Stop()
+		prev := r.cleanup
+		r.cleanup = func() { t.Stop(); prev() }
 	}
 	go func() {
 		select {
 		case <-ctx.Done():
-			stop.stop(events.StatusInterrupted, "")
-		case <-proc.exited:
+			r.stop.stop(events.StatusInterrupted, "")
+		case <-r.proc.exited:
 		}
 	}()
+}
 
+// consume reads the runtime's output to the end, checking --max-turns and
+// --max-tokens after every line.
+func (r *run) consume() {
+	o := r.o
 	onLine := func(pr progress) {
 		if o.MaxTurns > 0 && pr.mainCalls > o.MaxTurns {
-			stop.stop(events.StatusLimit, fmt.Sprintf("--max-turns %d reached: the main agent started model call %d", o.MaxTurns, pr.mainCalls))
+			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-turns %d reached: the main agent started model call %d", o.MaxTurns, pr.mainCalls))
 		}
 		if o.MaxTokens > 0 && pr.tokens > o.MaxTokens {
-			stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens used", o.MaxTokens, pr.tokens))
+			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens used", o.MaxTokens, pr.tokens))
 		}
 	}
-	warn := func(msg string) { fmt.Fprintf(stderr, "[agentrun] %s\n", msg) }
-	if err := pipe.consume(proc.stdout, raw, onLine, warn); err != nil {
-		warn(fmt.Sprintf("reading %s output: %v", o.Runtime, err))
+	if err := r.pipe.consume(r.proc.stdout, r.raw, onLine, r.warn); err != nil {
+		r.warn(fmt.Sprintf("reading %s output: %v", o.Runtime, err))
 	}
-	exit := proc.wait()
-	pipe.close()
+}
 
-	outcome := aggregator.Outcome{Started: started, ExitCode: exit.code()}
-	if cause, detail := stop.result(); cause != "" {
+// finish waits for the runtime, decides the end status (agentrun's own stop
+// first, then the adapter's verdict), saves the session and writes end.
+func (r *run) finish() *events.End {
+	o := r.o
+	exit := r.proc.wait()
+	r.pipe.close()
+	outcome := aggregator.Outcome{Started: r.started, ExitCode: exit.code()}
+	if cause, detail := r.stop.result(); cause != "" {
 		outcome.Status, outcome.Detail = cause, detail
 	} else {
-		v := adapter.Verdict(adapters.Exit{Code: exit.Code, Signaled: exit.Signaled})
+		v := r.adapter.Verdict(adapters.Exit{Code: exit.Code, Signaled: exit.Signaled})
 		outcome.Status = events.StatusFinished
 		if v.Failed {
-			outcome.Status, outcome.Detail = events.StatusFailed, failureDetail(v.Detail, stderrTail.String(), o.Runtime, exit)
+			outcome.Status, outcome.Detail = events.StatusFailed, failureDetail(v.Detail, r.tail.String(), o.Runtime, exit)
 		}
 	}
-	if o.SessionDir != "" && store != nil {
-		if id := agg.SessionID(); id != "" {
-			saved, err := store.SaveSession(spec, id, sessionFile(o.SessionDir, o.Runtime, id))
+	if o.SessionDir != "" && r.store != nil {
+		if id := r.agg.SessionID(); id != "" {
+			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
 			if err != nil {
-				warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
+				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
 			} else if saved {
 				outcome.SessionID = id
 			}
 		}
 	}
-	pipe.mu.Lock()
-	defer pipe.mu.Unlock()
-	return agg.Finish(outcome)
+	r.pipe.mu.Lock()
+	defer r.pipe.mu.Unlock()
+	return r.agg.Finish(outcome)
 }
 
 // failureDetail follows seed 003: the runtime's message, else the last 500

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/proxy"
-	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // SandboxCommand is one `agentrun sandbox`: any command in exactly the
@@ -58,9 +57,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	w := events.NewWriter(netEvents)
 	ps := processSpec{argv: c.Argv, env: p.iso.env(home, nil, p.env), dir: p.cwd, stdinR: stdin, stdout: stdout, stderr: stderr}
 	if p.iso.sandboxed() {
-		ps.sandbox = &sandbox.Config{Workspace: p.cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(lookPathOr(c.Argv[0])),
-			DenyRead: p.iso.denyRead, NoNetwork: p.iso.policy.Mode == proxy.ModeNone, Proc: p.iso.proc}
-		ps.sandbox.Init, ps.sandbox.InitUsesVerb = sandbox.FindInit(selfExe())
+		ps.sandbox = p.iso.sandboxConfig(p.cwd, stateDir, lookPathOr(c.Argv[0]))
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			var reason *string
