@@ -1,0 +1,120 @@
+package runner
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentrun-dev/agentrun/adapters"
+)
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := cutEnv(kv)
+		m[k] = v
+	}
+	return m
+}
+
+func TestSandboxEnvIsMinimal(t *testing.T) {
+	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, "/work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envMap(iso.env("/state/home", []string{"CLAUDE_CONFIG_DIR=/state/claude"}, [][2]string{{"GH_TOKEN", "t"}, {"HOME", "/custom"}}))
+	if _, leaked := env["AGENTRUN_SECRET_OF_THE_RUNNER"]; leaked {
+		t.Errorf("the runner's environment leaked into the sandbox")
+	}
+	for k, want := range map[string]string{"HOME": "/custom", "TMPDIR": "/tmp", "GH_TOKEN": "t", "CLAUDE_CONFIG_DIR": "/state/claude",
+		"HTTPS_PROXY": "http://127.0.0.1:3128", "http_proxy": "http://127.0.0.1:3128", "ALL_PROXY": "http://127.0.0.1:3128"} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	none, _ := newIsolation(SandboxOptions{Sandbox: "none"}, "/work")
+	if env := envMap(none.env("/h", nil, nil)); env["AGENTRUN_SECRET_OF_THE_RUNNER"] != "x" || env["HTTPS_PROXY"] != os.Getenv("HTTPS_PROXY") {
+		t.Errorf("--sandbox none keeps agentrun's own environment and sets no proxy")
+	}
+	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, "/work")
+	if env := envMap(off.env("/h", nil, nil)); env["HTTPS_PROXY"] != "" || env["NO_PROXY"] != "" {
+		t.Errorf("--network none sets no proxy variables: %v", env)
+	}
+}
+
+func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
+	tests := []struct {
+		name  string
+		allow []string
+		add   []string
+		user  string
+		want  string
+	}{
+		{"defaults", nil, nil, "", "localhost,127.0.0.1,::1"},
+		{"user entries kept", []string{"api.example.com"}, nil, "internal.corp,.svc", "localhost,127.0.0.1,::1,internal.corp,.svc"},
+		{"allowed name dropped", []string{"api.example.com"}, nil, "api.example.com,other", "localhost,127.0.0.1,::1,other"},
+		{"wildcard drops its subdomains", []string{"*.example.com"}, nil, "a.example.com,.example.com,b.org", "localhost,127.0.0.1,::1,b.org"},
+		{"allowed loopback address dropped", []string{"mock-model.test:8080", "127.0.0.1:8080"}, []string{"mock-model.test=127.0.0.1"}, "", "localhost,::1"},
+		{"allowed localhost name dropped", []string{"localhost:3000"}, nil, "", "127.0.0.1,::1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, "/work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var user [][2]string
+			if tt.user != "" {
+				user = [][2]string{{"no_proxy", tt.user}}
+			}
+			env := envMap(iso.env("/h", nil, user))
+			if env["NO_PROXY"] != tt.want || env["no_proxy"] != tt.want {
+				t.Errorf("NO_PROXY %q no_proxy %q, want both %q", env["NO_PROXY"], env["no_proxy"], tt.want)
+			}
+		})
+	}
+}
+
+func TestIsolationRejections(t *testing.T) {
+	tests := []struct {
+		name string
+		o    SandboxOptions
+		cwd  string
+		want string
+	}{
+		{"bad sandbox", SandboxOptions{Sandbox: "docker"}, "/w", `--sandbox "docker": use bubblewrap or none`},
+		{"bad network", SandboxOptions{Network: "some"}, "/w", `--network "some"`},
+		{"none with allow", SandboxOptions{Network: "none", AllowHosts: []string{"a.com"}}, "/w", "--allow-host needs network access"},
+		{"bad rule", SandboxOptions{AllowHosts: []string{"a.*.com"}}, "/w", "not a host name"},
+		{"bad add-host", SandboxOptions{AddHosts: []string{"x"}}, "/w", "--add-host"},
+		{"relative deny", SandboxOptions{DenyRead: []string{"secrets"}}, "/w", "absolute path"},
+		{"deny contains workspace", SandboxOptions{Sandbox: "bubblewrap", DenyRead: []string{"/srv"}}, "/srv/repo", "contains the working directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newIsolation(tt.o, tt.cwd)
+			if _, ok := err.(rejection); !ok || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want a rejection containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFailureDetail(t *testing.T) {
+	tests := []struct {
+		msg, tail string
+		exit      exitInfo
+		want      string
+	}{
+		{"API Error: 500", "stderr", exitInfo{}, "API Error: 500"},
+		{"", "panic: boom", exitInfo{}, "panic: boom"},
+		{"", "", exitInfo{Exit: adapters.Exit{Code: 137}}, "claude-code exited with code 137: killed by signal 9 (killed)"},
+		{"", "", exitInfo{Exit: adapters.Exit{Code: 3}}, "claude-code failed with exit code 3 and no error message"},
+	}
+	for _, tt := range tests {
+		if got := failureDetail(tt.msg, tt.tail, "claude-code", tt.exit); got != tt.want {
+			t.Errorf("failureDetail(%q, %q, %+v) = %q, want %q", tt.msg, tt.tail, tt.exit, got, tt.want)
+		}
+	}
+}
