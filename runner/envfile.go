@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -48,6 +49,49 @@ func readEnvFile(path string) ([][2]string, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("--env-file %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// neverPassed are agentrun's own and the cluster's variables, which a
+// --pass-env pattern does not pick up: the sandbox sets its own base
+// (PATH, HOME, ...), and Kubernetes service variables describe the cluster
+// the agent is kept away from.
+func neverPassed(name string) bool {
+	switch name {
+	case "PATH", "HOME", "LANG", "TERM", "TMPDIR", "HOSTNAME", "PWD", "SHLVL", "_":
+		return true
+	}
+	return strings.HasPrefix(name, "AGENTRUN_") || strings.HasPrefix(name, "KUBERNETES_")
+}
+
+// passedEnv resolves --pass-env NAME and PREFIX* against agentrun's own
+// environment. A NAME that is not set passes nothing (an optional Secret
+// key); a pattern passes the matching variables in name order.
+func passedEnv(patterns []string) ([][2]string, error) {
+	var out [][2]string
+	for _, pat := range patterns {
+		prefix, glob := strings.CutSuffix(pat, "*")
+		if (prefix != "" && !envName.MatchString(prefix)) || (!glob && prefix == "") {
+			return nil, reject("--pass-env %q: give a variable NAME or a PREFIX*", pat)
+		}
+		if !glob {
+			if v, ok := os.LookupEnv(pat); ok {
+				out = append(out, [2]string{pat, v})
+			}
+			continue
+		}
+		var names []string
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			if strings.HasPrefix(k, prefix) && !neverPassed(k) {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			out = append(out, [2]string{k, os.Getenv(k)})
+		}
 	}
 	return out, nil
 }

@@ -17,15 +17,22 @@ import (
 
 // Options is one `agentrun run`.
 type Options struct {
-	Runtime     string
-	Model       string
-	Prompt      string
-	RawPath     string        // --raw: every raw byte of the runtime's stdout
-	Timeout     time.Duration // 0 = none
-	MaxTurns    int           // 0 = none
-	MaxTokens   int64         // 0 = none
-	Env         []string      // --env K=V, in order
-	EnvFile     string
+	Runtime   string
+	Model     string
+	Prompt    string
+	RawPath   string        // --raw: every raw byte of the runtime's stdout
+	Timeout   time.Duration // 0 = none
+	MaxTurns  int           // 0 = none
+	MaxTokens int64         // 0 = none
+	Env       []string      // --env K=V, in order
+	EnvFile   string
+	// PassEnv names variables of agentrun's own environment to pass to the
+	// agent, NAME or PREFIX* (a Pod's Secret references arrive this way:
+	// the sandbox's environment is otherwise minimal).
+	PassEnv []string
+	// SummaryPath receives the end summary (package summary), a Pod's
+	// termination message.
+	SummaryPath string
 	Images      []string
 	NoSubagents bool
 	SessionDir  string
@@ -74,7 +81,7 @@ func prepare(o Options) (*prepared, error) {
 	case o.MaxTokens < 0:
 		return nil, reject("--max-tokens must be a positive number (or 0 for none)")
 	}
-	p, err := prepareWorkspace(o.Cwd, o.EnvFile, o.Env, o.SandboxOptions)
+	p, err := prepareWorkspace(o.Cwd, o.EnvFile, o.Env, o.PassEnv, o.SandboxOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +111,7 @@ func prepare(o Options) (*prepared, error) {
 
 // prepareWorkspace validates what `run` and `sandbox` share: the working
 // directory, the environment and the isolation flags.
-func prepareWorkspace(cwd, envFile string, env []string, so SandboxOptions) (*prepared, error) {
+func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOptions) (*prepared, error) {
 	var err error
 	orig := cwd
 	if cwd == "" {
@@ -126,6 +133,11 @@ func prepareWorkspace(cwd, envFile string, env []string, so SandboxOptions) (*pr
 		return nil, err
 	}
 	p := &prepared{cwd: cwd, iso: iso}
+	passed, err := passedEnv(passEnv)
+	if err != nil {
+		return nil, err
+	}
+	p.env = passed
 	if envFile != "" {
 		vars, err := readEnvFile(envFile)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/summary"
 )
 
 // NoSandboxNote is the [note] line of a run without a sandbox.
@@ -32,6 +33,17 @@ const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write
 func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) *events.End {
 	r := &run{o: o, started: time.Now(), out: out, stderr: stderr, cleanup: func() {}}
 	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
+	end := r.run(ctx)
+	if o.SummaryPath != "" {
+		// The end summary goes where a Pod's termination message is read.
+		if err := os.WriteFile(o.SummaryPath, summary.FromEnd(end, r.agg.Counters()).Encode(), 0o644); err != nil {
+			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
+		}
+	}
+	return end
+}
+
+func (r *run) run(ctx context.Context) *events.End {
 	defer func() { r.cleanup() }() // the phases extend cleanup as they go
 	for _, phase := range []func() *events.End{r.prepare, r.build, r.start} {
 		if end := phase(); end != nil {

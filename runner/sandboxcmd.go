@@ -20,6 +20,7 @@ type SandboxCommand struct {
 	SandboxOptions
 	Env     []string
 	EnvFile string
+	PassEnv []string
 	Cwd     string
 	Argv    []string
 }
@@ -40,7 +41,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if len(c.Argv) == 0 {
 		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
 	}
-	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.SandboxOptions)
+	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxOptions)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -356,3 +356,15 @@ func finite(p *float64) *float64 {
 	}
 	return p
 }
+
+// CutUTF8 returns the longest prefix of s of at most n bytes that does not
+// split a UTF-8 character, and whether it is shorter than s.
+func CutUTF8(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	if n < 0 {
+		n = 0
+	}
+	return s[:boundary(s, n)], true
+}

@@ -370,3 +370,28 @@ func bounded(v, n int) int {
 	}
 	return v
 }
+
+func TestCutUTF8(t *testing.T) {
+	tests := []struct {
+		in      string
+		n       int
+		want    string
+		wantCut bool
+	}{
+		{"abc", 5, "abc", false},
+		{"abc", 3, "abc", false},
+		{"abc", 2, "ab", true},
+		{"a测b", 2, "a", true},
+		{"a测b", 3, "a", true},
+		{"a测b", 4, "a测", true},
+		{"🦀🦀", 7, "🦀", true},
+		{"abc", 0, "", true},
+		{"abc", -1, "", true},
+	}
+	for _, tt := range tests {
+		got, cut := CutUTF8(tt.in, tt.n)
+		if got != tt.want || cut != tt.wantCut {
+			t.Errorf("CutUTF8(%q, %d) = %q, %v; want %q, %v", tt.in, tt.n, got, cut, tt.want, tt.wantCut)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
@@ -25,7 +26,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 func runCmd(args []string, stdout, stderr *os.File) int {
 	started := time.Now()
 	var o runner.Options
-	var formatName string
+	var formatName, eventsPath string
 	var timeout int
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -38,6 +39,9 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	fs.Int64Var(&o.MaxTokens, "max-tokens", 0, "stop when the run has used more tokens than this")
 	fs.Var((*multi)(&o.Env), "env", "set a variable for the agent, NAME=VALUE (repeatable)")
 	fs.StringVar(&o.EnvFile, "env-file", "", "read NAME=VALUE lines for the agent from this file")
+	fs.Var((*multi)(&o.PassEnv), "pass-env", "pass this variable of agentrun's environment to the agent, NAME or PREFIX* (repeatable)")
+	fs.StringVar(&eventsPath, "events", "", "also write the jsonl event stream to this file (a Pod's events sidecar follows it)")
+	fs.StringVar(&o.SummaryPath, "summary", "", "write the end summary here (a Pod's termination message)")
 	fs.Var((*multi)(&o.Images), "image", "attach an image to the prompt (repeatable)")
 	fs.BoolVar(&o.NoSubagents, "no-subagents", false, "do not let the agent start subagents")
 	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
@@ -56,6 +60,16 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	out, ferr := newRenderer(formatName, stdout, stderr)
 	if ferr != nil {
 		out, _ = newRenderer("jsonl", stdout, stderr)
+	}
+	if eventsPath != "" {
+		// Created before anything else, so that a follower finds it.
+		f, err := os.OpenFile(eventsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			ferr = fmt.Errorf("--events %s: %v; pass a writable file path", eventsPath, err)
+		} else {
+			defer f.Close()
+			out = format.Tee{out, format.NewJSONL(f)}
+		}
 	}
 	defer out.Close()
 	reject := func(detail string) int {

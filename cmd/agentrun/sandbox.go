@@ -30,6 +30,7 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	sandboxFlags(fs, &c.SandboxOptions)
 	fs.Var((*multi)(&c.Env), "env", "set a variable for the command, NAME=VALUE (repeatable)")
 	fs.StringVar(&c.EnvFile, "env-file", "", "read NAME=VALUE lines for the command from this file")
+	fs.Var((*multi)(&c.PassEnv), "pass-env", "pass this variable of agentrun's environment, NAME or PREFIX* (repeatable)")
 	fs.StringVar(&c.Cwd, "cwd", "", "the workspace, the one writable directory (default: the current one)")
 	fs.StringVar(&eventsPath, "events", "", "write the schema-1 network events here (default: stderr)")
 	fs.Usage = func() {

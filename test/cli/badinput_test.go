@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/eventstest"
+	"github.com/agentrun-dev/agentrun/summary"
 )
 
 // fakeCLI writes a shell script that stands in for claude: it reads its
@@ -240,5 +242,47 @@ func TestSandboxCannotStart(t *testing.T) {
 		if !strings.Contains(end.Detail, want) {
 			t.Errorf("detail lacks %q: %s", want, end.Detail)
 		}
+	}
+}
+
+// TestPodContract: what the Pod's containers rely on. --events gets the
+// same jsonl stream as stdout, --summary the end summary (the termination
+// message), --pass-env hands named variables of agentrun's environment
+// (the Pod's Secret references) to the agent, values never in the stream.
+func TestPodContract(t *testing.T) {
+	ws, out := t.TempDir(), t.TempDir()
+	eventsFile, summaryFile := filepath.Join(out, "events.jsonl"), filepath.Join(out, "termination-log")
+	dump := filepath.Join(ws, "env.out")
+	bin := fakeCLI(t, realCapture(t, "tool"), "env > '"+dump+"'")
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", ws, "--events", eventsFile, "--summary", summaryFile,
+		"--pass-env", "ANTHROPIC_API_KEY", "--pass-env", "MYAPP_*", "--pass-env", "ABSENT_ONE", "--"},
+		prompt: "-starts with a dash", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "ANTHROPIC_API_KEY=sk-secret", "MYAPP_B=2", "MYAPP_A=1", "UNRELATED=x"}})
+	if got, _ := os.ReadFile(eventsFile); !bytes.Equal(got, r.stdout) {
+		t.Errorf("--events differs from stdout:\n%s\n---\n%s", got, r.stdout)
+	}
+	raw, err := os.ReadFile(summaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := summary.Decode(raw)
+	if err != nil || s.Status != "finished" || s.Result == nil || *s.Result != "Done: wrote hello.txt" || s.Counters.Tools != 1 || len(raw) > summary.MaxBytes {
+		t.Errorf("summary %s (%v)", raw, err)
+	}
+	start := r.events[0].(*events.Start)
+	if strings.Join(start.Env, ",") != "ANTHROPIC_API_KEY,MYAPP_A,MYAPP_B" {
+		t.Errorf("start.env = %v", start.Env)
+	}
+	if bytes.Contains(r.stdout, []byte("sk-secret")) {
+		t.Errorf("a passed value leaked into the stream")
+	}
+	seen, _ := os.ReadFile(dump)
+	if !bytes.Contains(seen, []byte("ANTHROPIC_API_KEY=sk-secret")) || !bytes.Contains(seen, []byte("MYAPP_A=1")) || bytes.Contains(seen, []byte("UNRELATED")) {
+		t.Errorf("the agent's environment:\n%s", seen)
+	}
+	if end := r.end(); end == nil || end.Status != "finished" {
+		t.Errorf("a prompt starting with - after -- must be a prompt: %+v", end)
+	}
+	if eventstest.Find[*events.Prompt](r.events) == nil {
+		t.Errorf("no prompt event: %s", r.types())
 	}
 }
