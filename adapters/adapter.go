@@ -27,6 +27,13 @@ type LaunchSpec struct {
 	// StateDir is a private, writable directory for this run (the runtime's
 	// config home); the runner creates and removes it.
 	StateDir string
+	// Env is the environment the runtime will start with, before the
+	// adapter's own variables: in the sandbox its base variables plus the
+	// user's --pass-env, --env-file and --env, without one agentrun's
+	// environment plus those. Adapters take from it the settings a CLI reads only from its
+	// config files (a model provider's base URL), so that the config they
+	// write agrees with what the CLI itself sees.
+	Env map[string]string
 }
 
 // Launch is how to start the runtime.
@@ -120,6 +127,15 @@ func namesLocked() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Replayer is implemented by adapters that must know what a run asked for
+// to translate its saved output (agentrun translate): a runtime whose
+// output names no model reports the --model value as the model.
+type Replayer interface {
+	// Replay readies the adapter for output saved from a run of spec; it
+	// launches nothing and writes no file.
+	Replay(spec LaunchSpec)
 }
 
 // SessionStore is implemented by adapters whose runtime keeps a session that

@@ -9,9 +9,13 @@ cache=${AGENTRUN_CLI_CACHE:-$root/.cache/clis}
 # Pinned versions: see ../shared/design/RUNTIMES.md for why these.
 declare -A pkg=(
   [claude-code]="@anthropic-ai/claude-code@2.1.328"
+  [codex]="@openai/codex@0.171.0"
+  [pi]="@mariozechner/pi-coding-agent@0.73.1"
 )
 declare -A bin=(
   [claude-code]="node_modules/.bin/claude"
+  [codex]="node_modules/.bin/codex"
+  [pi]="node_modules/.bin/pi"
 )
 
 want=("$@")

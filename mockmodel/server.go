@@ -1,5 +1,6 @@
-// Package mockmodel is a deterministic mock of the Anthropic Messages API for
-// running real agent CLIs (claude-code) fully offline in tests.
+// Package mockmodel is a deterministic mock of the Anthropic Messages API,
+// and of OpenAI's Responses and Chat Completions APIs (openai.go), for
+// running real agent CLIs (claude-code, codex, pi) fully offline in tests.
 //
 // A conversation picks a scripted scenario with a marker "scenario:NAME" in the
 // text of its first user message. The next reply is decided by how many
@@ -62,7 +63,8 @@ type Options struct {
 	NoSafeguards bool
 }
 
-// Call is one served model call (POST /v1/messages).
+// Call is one served model call (POST /v1/messages, /v1/responses or
+// /v1/chat/completions).
 type Call struct {
 	Seq      int    `json:"seq"`      // 1-based, in the order the calls finished
 	Scenario string `json:"scenario"` // "" for calls without a scenario
@@ -76,9 +78,12 @@ type Call struct {
 	Stream bool   `json:"stream"`
 	// Usage as served: the final values, or for a stream cut before its
 	// message_delta the message_start values (output 1); zero for errors.
+	// Input is without cache hits whatever the API (see openai.go).
 	Usage Usage `json:"usage"`
 	// Aborted is true when the client went away before the reply was complete.
 	Aborted bool `json:"aborted,omitempty"`
+	// API is APIResponses or APIChat; "" for the Anthropic Messages API.
+	API string `json:"api,omitempty"`
 }
 
 // Server is a running mock model server.
@@ -255,6 +260,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		s.handleMessages(w, r, body, reqID)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		s.handleResponses(w, r, body)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+		s.handleChat(w, r, body)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
 		s.logRequest(r, body, nil)
 		// A rough, deterministic count: one token per 4 bytes of the body.

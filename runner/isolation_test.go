@@ -8,15 +8,6 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters"
 )
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := cutEnv(kv)
-		m[k] = v
-	}
-	return m
-}
-
 func TestSandboxEnvIsMinimal(t *testing.T) {
 	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
 	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, "/work")

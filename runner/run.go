@@ -133,6 +133,10 @@ func (r *run) build() *events.End {
 			return r.end(events.StatusFailed, fmt.Sprintf("--resume %s: %v", o.Resume, err))
 		}
 	}
+	// The adapter sees the environment the CLI will start with (its own
+	// variables aside): codex and pi write the model endpoint that the user
+	// gives with --env into the CLI's config files.
+	r.spec.Env = envMap(r.p.iso.env(filepath.Join(stateDir, "home"), nil, r.p.env))
 	if r.launch, err = r.adapter.Launch(r.spec); err != nil {
 		return r.end(events.StatusRejected, err.Error())
 	}
@@ -344,6 +348,17 @@ func dedupEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// envMap is an environment of K=V pairs (the last value of a name wins) as
+// a map.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := cutEnv(kv)
+		m[k] = v
+	}
+	return m
 }
 
 func cutEnv(kv string) (string, string, bool) {

@@ -34,6 +34,9 @@ func Translate(o TranslateOptions, in io.Reader, out format.Renderer, stderr io.
 		Network: events.Network{Mode: "full", Allow: []string{}}, DenyRead: []string{},
 		Model: events.StringOrNil(o.Model), Cwd: cwd, Argv: []string{}, Env: []string{}})
 	adapter := rt.New()
+	if r, ok := adapter.(adapters.Replayer); ok {
+		r.Replay(adapters.LaunchSpec{Model: o.Model})
+	}
 	pipe := newPipeline(adapter, agg)
 	warn := func(msg string) { fmt.Fprintf(stderr, "[agentrun] %s\n", msg) }
 	readErr := pipe.consume(in, nil, nil, warn)

@@ -3,6 +3,7 @@
 //	agentrun run --runtime R [flags] PROMPT    run an agent, stream its events
 //	agentrun translate --runtime R             raw runtime output → events
 //	agentrun render --format text|rich         events → human formats
+//	agentrun tail FILE                         follow an events file (the Pod's sidecar)
 //	agentrun sandbox [flags] -- COMMAND        a command in the agent's sandbox
 package main
 
@@ -12,6 +13,8 @@ import (
 	"os"
 
 	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
+	_ "github.com/agentrun-dev/agentrun/adapters/codex"
+	_ "github.com/agentrun-dev/agentrun/adapters/pi"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
@@ -33,6 +36,7 @@ Usage:
   agentrun run --runtime RUNTIME [flags] PROMPT
   agentrun translate --runtime RUNTIME [--exit-code N] < raw.jsonl
   agentrun render --format text|rich < events.jsonl
+  agentrun tail [--linger DURATION] events.jsonl
   agentrun sandbox [flags] -- COMMAND [ARGS...]
 
 Run "agentrun VERB -h" for the flags of a verb.
@@ -54,6 +58,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		return translateCmd(args[1:], stdin, stdout, stderr)
 	case "render":
 		return renderCmd(args[1:], stdin, stdout, stderr)
+	case "tail":
+		return tailCmd(args[1:], stdout, stderr)
 	case "sandbox":
 		return sandboxCmd(args[1:], stdin, stdout, stderr)
 	case sandbox.InitVerb:

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,16 +49,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// claudeBin is the real CLI: AGENTRUN_CLAUDE_BIN, else the cache that
-// hack/setup.sh fills. Missing is a failure, not a skip.
-func claudeBin(t *testing.T) string {
+// claudeBin is the real claude-code CLI.
+func claudeBin(t *testing.T) string { return cliBin(t, "claude-code", "AGENTRUN_CLAUDE_BIN", "claude") }
+
+// cliBin is a real CLI: the path in env, else the cache that hack/setup.sh
+// fills. Missing is a failure, not a skip.
+func cliBin(t *testing.T, runtime, env, bin string) string {
 	t.Helper()
-	p := os.Getenv("AGENTRUN_CLAUDE_BIN")
+	p := os.Getenv(env)
 	if p == "" {
-		p = filepath.Join(repoRoot, ".cache", "clis", "claude-code", "node_modules", ".bin", "claude")
+		p = filepath.Join(repoRoot, ".cache", "clis", runtime, "node_modules", ".bin", bin)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the real claude-code CLI is missing (%v): run hack/setup.sh", err)
+		t.Fatalf("the real %s CLI is missing (%v): run hack/setup.sh", runtime, err)
 	}
 	return p
 }
@@ -213,5 +217,112 @@ func interruptAfter(d time.Duration, sig syscall.Signal) func(p *os.Process) {
 	return func(p *os.Process) {
 		time.Sleep(d)
 		_ = p.Signal(sig)
+	}
+}
+
+// checkRawReplays: --raw holds the CLI's stdout, and `agentrun translate`
+// of it (with the run's --model and exit code) gives the live run's events
+// and usage, less the proxy's network events and, for a runtime that does
+// not echo the prompt, the prompt event agentrun wrote itself.
+func checkRawReplays(t *testing.T, r *result, echoesPrompt bool) {
+	t.Helper()
+	if len(r.raw) == 0 || r.raw[len(r.raw)-1] != '\n' {
+		t.Fatalf("--raw is empty or cut: %d bytes", len(r.raw))
+	}
+	start, end := r.events[0].(*events.Start), r.end()
+	args := []string{"translate", "--runtime", start.Runtime}
+	if start.Model != nil {
+		args = append(args, "--model", *start.Model)
+	}
+	if end.ExitCode != nil {
+		args = append(args, "--exit-code", strconv.Itoa(*end.ExitCode))
+	}
+	cmd := exec.Command(agentrun, args...)
+	cmd.Stdin = bytes.NewReader(r.raw)
+	out, _ := cmd.Output()
+	var replay result
+	replay.stdout = out
+	rd := events.NewReader(bytes.NewReader(out))
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			break
+		}
+		replay.events = append(replay.events, e)
+	}
+	live := r.withoutNetwork()
+	if !echoesPrompt {
+		live = strings.Replace(live, " prompt", "", 1)
+	}
+	if replay.types() != live {
+		t.Errorf("translate of --raw gives\n%s\nthe live run gave\n%s", replay.types(), live)
+	}
+	re := replay.end()
+	if re == nil || re.Status != end.Status {
+		t.Fatalf("translate end %+v, live %s", re, end.Status)
+	}
+	if a, b := show(re.Usage), show(end.Usage); a != b {
+		t.Errorf("translate end.usage %s, live %s", a, b)
+	}
+}
+
+func show(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// openAIArgs points codex or pi at the mock's OpenAI APIs the way
+// claudeArgs does for claude-code: through the proxy, by a test host name.
+// The base URL and the key reach the CLI's config through --env; one retry
+// keeps the error scenarios short.
+func openAIArgs(srv *mockmodel.Server, runtime, model string) []string {
+	u, _ := url.Parse(srv.URL())
+	return []string{"--runtime", runtime, "--model", model,
+		"--env", "OPENAI_API_KEY=test-key", "--env", "OPENAI_BASE_URL=http://" + mockHost + ":" + u.Port() + "/v1",
+		"--env", "AGENTRUN_MODEL_RETRIES=1",
+		"--add-host", mockHost + "=127.0.0.1", "--allow-host", mockHost + ":" + u.Port(), "--allow-host", "127.0.0.1:" + u.Port()}
+}
+
+// openAIRun runs codex or pi (its binary in binEnv) through agentrun in
+// the sandbox against a fresh mock, in a workspace holding notes.txt.
+func openAIRun(t *testing.T, runtime, model, binEnv, bin, prompt string, extra []string, inv invocation) *mockRun {
+	t.Helper()
+	srv, err := mockmodel.Start(mockmodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv.args = append(append(openAIArgs(srv, runtime, model), "--cwd", ws), extra...)
+	inv.prompt = prompt
+	inv.env = append(inv.env, binEnv+"="+bin)
+	if inv.timeout == 0 {
+		inv.timeout = time.Minute // each run takes seconds; a CLI that cannot reach the mock retries for minutes
+	}
+	r := runAgentrun(t, inv)
+	r.workdir = ws
+	return &mockRun{srv: srv, result: r}
+}
+
+// withoutNetwork is the event types less the proxy's network events, whose
+// place depends on timing; checkNetwork checks them.
+func (r *result) withoutNetwork() string { return strings.ReplaceAll(r.types(), " network", "") }
+
+// checkNetwork: the CLI reached the mock through the proxy, and nothing
+// else.
+func checkNetwork(t *testing.T, r *mockRun) {
+	t.Helper()
+	u, _ := url.Parse(r.srv.URL())
+	var seen []string
+	for _, e := range r.events {
+		if n, ok := e.(*events.NetworkAccess); ok {
+			seen = append(seen, fmt.Sprintf("%s:%d %v", n.Host, n.Port, n.Allowed))
+		}
+	}
+	if want := mockHost + ":" + u.Port() + " true"; len(seen) != 1 || seen[0] != want {
+		t.Errorf("network events %q, want only %q", seen, want)
 	}
 }
