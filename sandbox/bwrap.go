@@ -159,6 +159,10 @@ func PrepareDeny(paths []string) ([]Deny, []string, error) {
 			continue
 		}
 		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrPermission) {
+			// This user cannot even look there, so neither can the run.
+			continue
+		}
 		if err != nil && !os.IsNotExist(err) {
 			return nil, created, err
 		}
@@ -201,7 +205,9 @@ func makePlaceholder(p string, isFile bool) ([]string, error) {
 	}
 	var created []string
 	for _, d := range missing {
-		if err := os.Mkdir(d, 0o700); err != nil {
+		// Parents are world-traversable, as such directories usually are:
+		// one left behind by a killed run must not lock other users out.
+		if err := os.Mkdir(d, 0o755); err != nil {
 			return created, err
 		}
 		created = append(created, d)
