@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt
+.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests envtest
 
 all: build
 
@@ -41,3 +41,15 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## generate: deepcopy code from the API markers (pinned controller-gen, built into .cache/tools).
+generate:
+	hack/k8s-generate.sh generate
+
+## manifests: the CRD and RBAC (config/, and their copies in charts/agentrun) from the markers.
+manifests:
+	hack/k8s-generate.sh manifests
+
+## envtest: build or locate kube-apiserver, etcd and kubectl for the controller tests (10-14 min cold).
+envtest:
+	@hack/envtest-assets.sh

@@ -15,6 +15,7 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 echo "== go vet"
 go vet ./...
 echo "== go test"
+KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/envtest-assets.sh)}"; export KUBEBUILDER_ASSETS  # envtest: kube-apiserver, etcd, kubectl
 go test -count=1 -timeout 30m ./...
 echo "== fuzz (short)"
 hack/fuzz.sh "${FUZZTIME:-10s}"

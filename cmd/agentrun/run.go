@@ -15,6 +15,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/runner"
+	"github.com/agentrun-dev/agentrun/summary"
 )
 
 // multi is a repeatable string flag.
@@ -74,7 +75,12 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	defer out.Close()
 	reject := func(detail string) int {
 		agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
-		agg.Finish(aggregator.Outcome{Status: events.StatusRejected, Detail: detail, Started: started})
+		end := agg.Finish(aggregator.Outcome{Status: events.StatusRejected, Detail: detail, Started: started})
+		if o.SummaryPath != "" {
+			// Every exit path leaves the summary a Pod's controller reads
+			// (as far as the flags were parsed before the bad one).
+			_ = os.WriteFile(o.SummaryPath, summary.FromEnd(end, agg.Counters()).Encode(), 0o644)
+		}
 		return exitCodes[events.StatusRejected]
 	}
 	switch {

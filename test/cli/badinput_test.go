@@ -286,3 +286,17 @@ func TestPodContract(t *testing.T) {
 		t.Errorf("no prompt event: %s", r.types())
 	}
 }
+
+// TestRejectedRunLeavesSummary: a Pod whose flags are wrong still ends with
+// a termination message saying so.
+func TestRejectedRunLeavesSummary(t *testing.T) {
+	summaryFile := filepath.Join(t.TempDir(), "termination-log")
+	r := runAgentrun(t, invocation{args: []string{"--summary", summaryFile, "--runtime", "claude-code", "--bogus"}, prompt: "hi"})
+	raw, err := os.ReadFile(summaryFile)
+	if err != nil || r.exit != 2 {
+		t.Fatalf("no summary for a rejected run (exit %d): %v", r.exit, err)
+	}
+	if s, err := summary.Decode(raw); err != nil || s.Status != events.StatusRejected || !strings.Contains(s.Detail, "-bogus") {
+		t.Errorf("summary %s (%v)", raw, err)
+	}
+}

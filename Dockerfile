@@ -1,0 +1,15 @@
+# The agentrun manager: the AgentRun controller.
+#   docker build -t agentrun-manager:dev .
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/manager ./cmd/manager
+
+# A static binary needs nothing but CA certificates (for the API server).
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
+COPY --from=build /out/manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]

@@ -1,0 +1,497 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Runtime is the agent CLI a run starts.
+// +kubebuilder:validation:Enum=claude-code;codex;pi;dsh
+type Runtime string
+
+// The runtimes agentrun knows.
+const (
+	RuntimeClaudeCode Runtime = "claude-code"
+	RuntimeCodex      Runtime = "codex"
+	RuntimePi         Runtime = "pi"
+	RuntimeDsh        Runtime = "dsh"
+)
+
+// SandboxMode is how the agent is isolated inside its container.
+// +kubebuilder:validation:Enum=bubblewrap;none
+type SandboxMode string
+
+// Sandbox modes.
+const (
+	SandboxBubblewrap SandboxMode = "bubblewrap"
+	SandboxNone       SandboxMode = "none"
+)
+
+// NetworkMode is what the agent may reach through the runner's filter proxy.
+// +kubebuilder:validation:Enum=none;full;custom
+type NetworkMode string
+
+// Network modes.
+const (
+	// NetworkNone: no connection leaves the sandbox.
+	NetworkNone NetworkMode = "none"
+	// NetworkFull: any public address; private, loopback and metadata
+	// addresses stay refused.
+	NetworkFull NetworkMode = "full"
+	// NetworkCustom: only the hosts in allowHosts.
+	NetworkCustom NetworkMode = "custom"
+)
+
+// AgentRunSpec is one run: what `agentrun run` is asked to do, and how its
+// Pod looks. The spec cannot change once the run has started (its Job
+// exists); create a new AgentRun instead.
+type AgentRunSpec struct {
+	// Runtime is the agent CLI: claude-code, codex, pi or dsh.
+	// +required
+	Runtime Runtime `json:"runtime"`
+
+	// Model is passed to the runtime (--model); empty means the runtime's
+	// own default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+
+	// Prompt is the task, inline or from a ConfigMap or Secret key.
+	// +required
+	Prompt PromptSource `json:"prompt"`
+
+	// Images are attached to the prompt, in order (--image).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Images []ImageSource `json:"images,omitempty"`
+
+	// Env is set in the agent's environment. API keys belong here as
+	// valueFrom.secretKeyRef: they reach the agent as environment
+	// variables, never as command-line values, and only their names appear
+	// in the event stream.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// EnvFrom sets every key of a Secret or ConfigMap as a variable.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// Timeout ends the run with status timeout (--timeout), a duration
+	// such as 30m or 2h (whole seconds are used). The Job's
+	// activeDeadlineSeconds is set above it, as a backstop. A string, not
+	// a metav1.Duration, so that it reads back exactly as written (the
+	// immutability rule compares the spec as stored).
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('168h')",message="timeout must be between 1s and 168h (a duration such as 30m or 2h)"
+	Timeout string `json:"timeout,omitempty"`
+
+	// Limits end the run with status limit.
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
+
+	// Subagents lets the agent start subagents; false passes
+	// --no-subagents.
+	// +optional
+	// +kubebuilder:default=true
+	Subagents *bool `json:"subagents,omitempty"`
+
+	// Sandbox is bubblewrap (the default: the agent runs in a new user,
+	// network, PID and mount namespace) or none.
+	// +optional
+	// +kubebuilder:default=bubblewrap
+	Sandbox SandboxMode `json:"sandbox,omitempty"`
+
+	// Network is what the agent may reach.
+	// +optional
+	// +kubebuilder:default={mode: "full"}
+	Network Network `json:"network,omitempty"`
+
+	// DenyRead lists absolute paths the agent cannot read, after the
+	// runner's defaults (--deny-read).
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(p, p.startsWith('/'))",message="denyRead paths must be absolute"
+	// +listType=atomic
+	DenyRead []string `json:"denyRead,omitempty"`
+
+	// Session saves the runtime's session on a volume, to continue it in a
+	// later AgentRun.
+	// +optional
+	Session *Session `json:"session,omitempty"`
+
+	// Workspace is the agent's working directory: an emptyDir by default,
+	// or the user's PersistentVolumeClaim.
+	// +optional
+	Workspace *Workspace `json:"workspace,omitempty"`
+
+	// PodOverrides change the Job's Pod.
+	// +optional
+	PodOverrides *PodOverrides `json:"podOverrides,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the AgentRun (with its Job and Pod)
+	// this many seconds after its result is in status. Unset keeps it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// PromptSource is the prompt: exactly one of text, configMapKeyRef and
+// secretKeyRef.
+// +kubebuilder:validation:XValidation:rule="(has(self.text) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.secretKeyRef) ? 1 : 0) == 1",message="prompt: set exactly one of text, configMapKeyRef and secretKeyRef"
+type PromptSource struct {
+	// Text is the prompt itself. The prompt reaches agentrun as one
+	// command-line argument, which Linux bounds at 128 KiB; from a
+	// ConfigMap or Secret the same bound holds.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=131000
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 131000",message="prompt.text is longer than 131000 bytes (one command-line argument): shorten it or point to a file in the workspace"
+	Text *string `json:"text,omitempty"`
+	// ConfigMapKeyRef reads the prompt from a ConfigMap key.
+	// +optional
+	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+	// SecretKeyRef reads the prompt from a Secret key.
+	// +optional
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// ImageSource is one image file: exactly one of configMapKeyRef (binaryData
+// works), secretKeyRef and path (a file in the workspace).
+// +kubebuilder:validation:XValidation:rule="(has(self.path) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.secretKeyRef) ? 1 : 0) == 1",message="images: set exactly one of path, configMapKeyRef and secretKeyRef"
+type ImageSource struct {
+	// Path is relative to the workspace.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="images[].path must be relative to the workspace, without .."
+	Path *string `json:"path,omitempty"`
+	// +optional
+	ConfigMapKeyRef *KeyRef `json:"configMapKeyRef,omitempty"`
+	// +optional
+	SecretKeyRef *KeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// KeyRef names one key of a ConfigMap or Secret in the AgentRun's
+// namespace.
+type KeyRef struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key is also the image's file name, so keep its extension (.png,
+	// .jpg, .gif, .webp).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// Limits end the run with status limit.
+type Limits struct {
+	// MaxTurns bounds the main agent's model calls (--max-turns).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTurns *int32 `json:"maxTurns,omitempty"`
+	// MaxTokens bounds every token of the run: input, output, cache read
+	// and cache write (--max-tokens).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+}
+
+// Network is what the agent may reach through the runner's filter proxy.
+// +kubebuilder:validation:XValidation:rule="!has(self.allowHosts) || size(self.allowHosts) == 0 || (has(self.mode) && self.mode == 'custom')",message="network.allowHosts is only allowed with network.mode custom"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'custom' || (has(self.allowHosts) && size(self.allowHosts) > 0)",message="network.mode custom needs at least one network.allowHosts entry"
+type Network struct {
+	// Mode: none (no connection leaves the sandbox), full (public
+	// addresses), custom (only allowHosts).
+	// +optional
+	// +kubebuilder:default=full
+	Mode NetworkMode `json:"mode,omitempty"`
+	// AllowHosts are HOST or HOST:PORT (without a port: 80 and 443);
+	// `*.example.com` matches subdomains. Only with mode custom.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=260
+	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +listType=set
+	AllowHosts []string `json:"allowHosts,omitempty"`
+	// AddHosts map names to addresses for the proxy's resolver
+	// (--add-host), for example an in-cluster model gateway.
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=map
+	// +listMapKey=name
+	AddHosts []HostAddress `json:"addHosts,omitempty"`
+}
+
+// HostAddress is one --add-host NAME=IP.
+type HostAddress struct {
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$`
+	Name string `json:"name"`
+	// +required
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="addHosts[].ip must be an IPv4 or IPv6 address"
+	IP string `json:"ip"`
+}
+
+// Session saves and resumes the runtime's session.
+// +kubebuilder:validation:XValidation:rule="!has(self.resume) || has(self.claimName)",message="session.resume needs session.claimName: the volume the session was saved on"
+type Session struct {
+	// ClaimName is a PersistentVolumeClaim where sessions are saved
+	// (--session-dir); the saved id is in status.sessionID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+	// Resume continues the session with this id (--resume): the
+	// status.sessionID of an earlier run on the same claim.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[-._A-Za-z0-9]+$`
+	Resume string `json:"resume,omitempty"`
+}
+
+// Workspace is the agent's working directory, mounted at /workspace.
+type Workspace struct {
+	// ClaimName uses this PersistentVolumeClaim instead of an emptyDir.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+	// SubPath mounts a directory of the claim.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="workspace.subPath must be relative, without .."
+	SubPath string `json:"subPath,omitempty"`
+	// SizeLimit bounds the emptyDir.
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// PodOverrides change the Job's Pod.
+type PodOverrides struct {
+	// Image replaces the manager's default runner image (agentrun, its
+	// CLIs and bubblewrap).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// Resources of the agent container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// ServiceAccountName runs the Pod as this account (for image pull
+	// secrets or admission policies); its token is never mounted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// Labels go on the Job and its Pod, for example
+	// kueue.x-k8s.io/queue-name (the Job is then created suspended, for
+	// Kueue to admit).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations go on the Job and its Pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// SeccompProfile of the agent container. bubblewrap needs namespace
+	// and mount calls that RuntimeDefault blocks, so the default is
+	// Unconfined with the bubblewrap sandbox (RuntimeDefault without it);
+	// a Localhost profile that allows them is the tighter choice.
+	// +optional
+	SeccompProfile *corev1.SeccompProfile `json:"seccompProfile,omitempty"`
+}
+
+// Phase is where a run is.
+// +kubebuilder:validation:Enum=Pending;Queued;Running;Succeeded;Failed
+type Phase string
+
+// Phases, in the only order a run goes through them (Queued and Running may
+// be skipped); status never goes back.
+const (
+	// PhasePending: the Job is being created or its Pod is not running yet.
+	PhasePending Phase = "Pending"
+	// PhaseQueued: the Job is suspended (for example by Kueue).
+	PhaseQueued Phase = "Queued"
+	// PhaseRunning: the agent container runs.
+	PhaseRunning Phase = "Running"
+	// PhaseSucceeded: the run ended with end status finished.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: any other end, or a Pod that ended without a summary.
+	PhaseFailed Phase = "Failed"
+)
+
+// Condition types.
+const (
+	// ConditionSucceeded is the terminal condition. Unknown until the run
+	// ends; then True when end.status is finished, else False. Its reason
+	// is the end status in CamelCase (Finished, Failed, Timeout, Limit,
+	// Interrupted, Rejected), or, when the Pod ended without an end
+	// summary, what the controller saw instead (DeadlineExceeded,
+	// OOMKilled, ImagePullFailed, ContainerConfigError, Unschedulable,
+	// Evicted, NoSummary, PodVanished, PodDeleted, JobDeleted).
+	// `kubectl wait --for=condition=Succeeded` waits for success.
+	ConditionSucceeded = "Succeeded"
+	// ConditionRunning is True while the agent container runs; False with
+	// reason Pending, Queued or Ended otherwise.
+	ConditionRunning = "Running"
+)
+
+// AgentRunStatus is the end event of the run made Kubernetes-shaped, plus
+// where the run is.
+type AgentRunStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// EndStatus is end.status: finished, failed, interrupted, timeout,
+	// limit or rejected. Empty until the run ends; failed when the Pod
+	// ended without an end summary.
+	// +optional
+	// +kubebuilder:validation:Enum=finished;failed;interrupted;timeout;limit;rejected
+	EndStatus string `json:"endStatus,omitempty"`
+	// ExitCode is end.exit_code, the runtime CLI's exit code; without an
+	// end summary, the agent container's exit code.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// Detail says why a run did not finish (end.detail, or what the
+	// controller saw).
+	// +optional
+	Detail string `json:"detail,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// DurationMs is end.duration_ms.
+	// +optional
+	DurationMs *int64 `json:"durationMs,omitempty"`
+	// Usage is end.usage.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
+	// Result is the main agent's last text (end.result), cut to 32 KiB;
+	// the event log (`kubectl logs -c events`) has all of it.
+	// +optional
+	Result *string `json:"result,omitempty"`
+	// ResultTruncated is true when Result is only the start of the result.
+	// +optional
+	ResultTruncated bool `json:"resultTruncated,omitempty"`
+	// SessionID is end.session_id: pass it to spec.session.resume.
+	// +optional
+	SessionID string `json:"sessionID,omitempty"`
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// Counters are the run's tallies.
+	// +optional
+	Counters *Counters `json:"counters,omitempty"`
+}
+
+// TokenCounts are one usage total. A field the runtime did not report is
+// absent.
+type TokenCounts struct {
+	// +optional
+	InputTokens *int64 `json:"inputTokens,omitempty"`
+	// +optional
+	OutputTokens *int64 `json:"outputTokens,omitempty"`
+	// +optional
+	CacheReadTokens *int64 `json:"cacheReadTokens,omitempty"`
+	// +optional
+	CacheWriteTokens *int64 `json:"cacheWriteTokens,omitempty"`
+	// CostUSD is the runtime's own cost in US dollars, as a decimal
+	// string (floating point in JSON loses digits across languages).
+	// +optional
+	CostUSD string `json:"costUSD,omitempty"`
+}
+
+// Usage is the run's usage total with the per-model split.
+type Usage struct {
+	TokenCounts `json:",inline"`
+	// TotalTokens is input + output + cache read + cache write.
+	// +optional
+	TotalTokens *int64 `json:"totalTokens,omitempty"`
+	// ByModel splits the totals by model ("unknown" when the runtime did
+	// not say).
+	// +optional
+	ByModel map[string]TokenCounts `json:"byModel,omitempty"`
+	// ByModelTruncated is true when ByModel holds only the largest models
+	// (the end summary had no room and the event log could not be read).
+	// +optional
+	ByModelTruncated bool `json:"byModelTruncated,omitempty"`
+}
+
+// Counters are a run's tallies.
+type Counters struct {
+	Tools             int32 `json:"tools"`
+	ToolErrors        int32 `json:"toolErrors"`
+	Denials           int32 `json:"denials"`
+	Subagents         int32 `json:"subagents"`
+	DeniedConnections int32 `json:"deniedConnections"`
+}
+
+// AgentRun is one run of a coding agent, reconciled into a batch/v1 Job.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ar,categories=all
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtime`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
+// +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.jobName) || self.spec == oldSelf.spec",message="spec is immutable once the run has started (status.jobName is set): create a new AgentRun instead"
+type AgentRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec AgentRunSpec `json:"spec"`
+	// +optional
+	Status AgentRunStatus `json:"status,omitempty"`
+}
+
+// AgentRunList is a list of AgentRuns.
+//
+// +kubebuilder:object:root=true
+type AgentRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentRun `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
+}

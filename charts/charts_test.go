@@ -1,0 +1,149 @@
+// Package charts holds the tests of the Helm chart in charts/agentrun: it
+// lints and renders it with the pinned helm (built from the Go module proxy
+// into .cache/tools by hack/k8s-tool.sh) and checks that the chart's CRD and
+// RBAC are the ones generated from the code.
+package charts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	r := root(t)
+	tool := exec.Command(filepath.Join(r, "hack", "k8s-tool.sh"), "helm")
+	var stderr bytes.Buffer
+	tool.Stderr = &stderr
+	bin, err := tool.Output()
+	if err != nil {
+		t.Fatalf("building helm: %v\n%s", err, stderr.String())
+	}
+	cmd := exec.Command(strings.TrimSpace(string(bin)), args...)
+	cmd.Dir = r
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// docs splits rendered YAML into objects.
+func docs(t *testing.T, rendered string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, d := range strings.Split(rendered, "\n---") {
+		if strings.TrimSpace(d) == "" {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, d)
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func find(objs []map[string]any, kind, nameSuffix string) map[string]any {
+	for _, o := range objs {
+		md, _ := o["metadata"].(map[string]any)
+		if o["kind"] == kind && strings.HasSuffix(md["name"].(string), nameSuffix) {
+			return o
+		}
+	}
+	return nil
+}
+
+func TestHelmLint(t *testing.T) {
+	out := helm(t, "lint", "--strict", "charts/agentrun")
+	if !strings.Contains(out, "0 chart(s) failed") {
+		t.Fatalf("helm lint:\n%s", out)
+	}
+}
+
+func TestHelmTemplate(t *testing.T) {
+	for _, kube := range []string{"1.29.0", "1.34.0"} {
+		t.Run(kube, func(t *testing.T) {
+			objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "agentrun-system",
+				"--kube-version", kube, "--include-crds", "--set", "runner.image=runner:v9"))
+			for _, want := range [][2]string{
+				{"CustomResourceDefinition", "agentruns.agentrun.dev"}, {"ServiceAccount", "ar-manager"},
+				{"ClusterRole", "ar-manager"}, {"ClusterRoleBinding", "ar-manager"}, {"Role", "leader-election"},
+				{"Deployment", "ar-manager"}, {"Service", "ar-manager-metrics"},
+				{"ClusterRole", "ar-manager-editor"}, {"ClusterRole", "ar-manager-viewer"},
+			} {
+				if find(objs, want[0], want[1]) == nil {
+					t.Errorf("no %s %s in the rendered chart", want[0], want[1])
+				}
+			}
+			dep := find(objs, "Deployment", "ar-manager")
+			if dep == nil {
+				return
+			}
+			b, _ := yaml.Marshal(dep)
+			for _, want := range []string{"--runner-image=runner:v9", "--leader-elect=true", "readOnlyRootFilesystem: true", "runAsNonRoot: true"} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("the Deployment lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestChartMatchesGeneratedManifests: the chart carries the CRD and the
+// manager's rules that controller-gen generated into config/.
+func TestChartMatchesGeneratedManifests(t *testing.T) {
+	r := root(t)
+	read := func(p string) []byte {
+		b, err := os.ReadFile(filepath.Join(r, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(read("charts/agentrun/crds/agentrun.dev_agentruns.yaml"), read("config/crd/bases/agentrun.dev_agentruns.yaml")) {
+		t.Error("the chart's CRD differs from config/crd/bases: run make manifests")
+	}
+	var generated struct {
+		Rules []map[string]any `json:"rules"`
+	}
+	if err := yaml.Unmarshal(read("config/rbac/role.yaml"), &generated); err != nil {
+		t.Fatal(err)
+	}
+	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "x", "--kube-version", "1.34.0"))
+	role := find(objs, "ClusterRole", "ar-manager")
+	if role == nil {
+		t.Fatal("no manager ClusterRole")
+	}
+	var rendered []map[string]any
+	b, _ := yaml.Marshal(role["rules"])
+	if err := yaml.Unmarshal(b, &rendered); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rendered, generated.Rules) {
+		t.Errorf("the chart's manager rules differ from config/rbac/role.yaml:\n%v\n%v", rendered, generated.Rules)
+	}
+	if !strings.Contains(string(b), "pods/log") {
+		t.Error("the manager needs get on pods/log to read a cut result from the event log")
+	}
+}

@@ -1,0 +1,236 @@
+// Package controllers reconciles AgentRuns: one batch/v1 Job per AgentRun,
+// whose Pod runs `agentrun run` (container "agent") next to the `agentrun
+// tail` sidecar (container "events"); when the agent ends, the controller
+// harvests its end summary (the termination message) and, when that was
+// cut, the end event from the sidecar's log, into the AgentRun's status.
+//
+// Files by concern: agentrun_controller.go (Reconcile, the scope, set-up),
+// agentrun_phases.go (the phase functions), agentrun_status.go (pure
+// functions: outcome, status, conditions, events), job.go (the Job, a pure
+// function of the spec), logs.go (the log reader), metrics.go.
+package controllers
+
+import (
+	"context"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// createdRecheck is when a run whose Job was just created is looked at
+// again if the Job's watch event has not brought it back before.
+const createdRecheck = 5 * time.Second
+
+// AnnotationRun carries the AgentRun's full name on its Pod (a label value
+// holds only 63 characters), to map Pod events back to the AgentRun.
+const AnnotationRun = "agentrun.dev/run"
+
+// AgentRunReconciler reconciles AgentRuns.
+type AgentRunReconciler struct {
+	client.Client
+	// APIReader reads around the cache, to confirm that a Job or Pod the
+	// status names is really gone before the run is failed for it.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	Logs      LogReader
+	Job       JobConfig
+	Graces    Graces
+	// MaxConcurrentReconciles defaults to 4.
+	MaxConcurrentReconciles int
+}
+
+// scope is everything one reconcile reads, read once, and what it decided.
+type scope struct {
+	run  *v1alpha1.AgentRun // as read; only its status is changed
+	job  *batchv1.Job
+	pods []corev1.Pod // this run's Pods (by uid)
+	// foreign are Pods of an earlier AgentRun of the same name.
+	foreign []corev1.Pod
+
+	obs     observation
+	outcome *outcome
+	// waiting: the harvest waits for the events container before it
+	// decides, so no outcome is computed this time.
+	waiting bool
+	// created: this reconcile created the Job. Status is written by the
+	// reconcile that the Job's own watch event brings, from the Job as
+	// observed: one write fewer on the path from AgentRun to Job, so a
+	// burst of AgentRuns gets its Jobs first and its statuses after.
+	created bool
+	events  []event
+	requeue time.Duration
+}
+
+// requeueAfter asks to look again within d (the earliest request wins).
+func (s *scope) requeueAfter(d time.Duration) {
+	if d > 0 && (s.requeue == 0 || d < s.requeue) {
+		s.requeue = d
+	}
+}
+
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile brings one AgentRun a step closer to its end: the Job, then the
+// Pod, then the harvest; one status write; then what follows from a status
+// already written (releasing the Pod, the TTL).
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Someone wrote first (the Job controller on a Pod, a user on the
+		// AgentRun): read again, without logging an error.
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	run := &v1alpha1.AgentRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.releaseOrphans(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	s, err := r.newScope(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.releasePods(ctx, s.foreign); err != nil {
+		return ctrl.Result{}, err
+	}
+	if isTerminal(run.Status) {
+		return r.reconcileEnded(ctx, s)
+	}
+	for _, phase := range []func(context.Context, *scope) error{r.reconcileJob, r.reconcilePod, r.reconcileHarvest} {
+		if err := phase(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if s.created {
+		// The Job's watch event comes within milliseconds; the requeue
+		// is only a safety net.
+		return ctrl.Result{RequeueAfter: createdRecheck}, nil
+	}
+	return r.writeStatus(ctx, s)
+}
+
+// newScope reads the run's Job and Pods from the cache.
+func (r *AgentRunReconciler) newScope(ctx context.Context, run *v1alpha1.AgentRun) (*scope, error) {
+	s := &scope{run: run, obs: observation{Now: r.Clock.Now()}}
+	job := &batchv1.Job{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: JobName(run.Name)}, job)
+	switch {
+	case err == nil:
+		s.job = job
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(run.Namespace),
+		client.MatchingLabels{LabelName: labelValue(run.Name)}); err != nil {
+		return nil, err
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[AnnotationRun] != "" && p.Annotations[AnnotationRun] != run.Name {
+			continue // another run whose name shares the cut label
+		}
+		if p.Labels[LabelUID] == string(run.UID) {
+			s.pods = append(s.pods, p)
+		} else {
+			s.foreign = append(s.foreign, p)
+		}
+	}
+	return s, nil
+}
+
+// writeStatus computes the new status, writes it once if it changed, and
+// then records what the change means (Events, metrics).
+func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Result, error) {
+	run := s.run
+	old := run.Status
+	st := computeStatus(old, run.Generation, s.obs, s.outcome)
+	if !equality.Semantic.DeepEqual(old, st) {
+		base := run.DeepCopy()
+		run.Status = st
+		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		if err := r.Status().Patch(ctx, run, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, e := range append(s.events, computeEvents(old, st)...) {
+		r.Recorder.Event(run, e.Type, e.Reason, e.Message)
+	}
+	if !isTerminal(old) && isTerminal(st) {
+		reason := ""
+		if s.outcome != nil {
+			reason = s.outcome.Reason
+		}
+		recordEnd(run, reason)
+		log.FromContext(ctx).Info("run ended", "status", st.EndStatus, "reason", reason, "job", st.JobName, "pod", st.PodName)
+		// The next reconcile releases the Pod, from the written status.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return ctrl.Result{RequeueAfter: s.requeue}, nil
+}
+
+// CacheOptions keep the manager's cache to agentrun's own Jobs and Pods.
+func CacheOptions() cache.Options {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:  {Label: sel},
+		&batchv1.Job{}: {Label: sel},
+	}}
+}
+
+// SetupWithManager reads as the flow: AgentRuns own Jobs, whose Pods are
+// watched too.
+func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Graces == (Graces{}) {
+		r.Graces = DefaultGraces
+	}
+	n := r.MaxConcurrentReconciles
+	if n <= 0 {
+		n = 4
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentRun{}).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: n}).
+		Named("agentrun").
+		Complete(r)
+}
+
+// podToRun maps a Pod to its AgentRun.
+func podToRun(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetAnnotations()[AnnotationRun]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}

@@ -1,0 +1,594 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/summary"
+)
+
+// Condition reasons besides the end statuses (see v1alpha1.ConditionSucceeded).
+const (
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonOOMKilled            = "OOMKilled"
+	ReasonImagePullFailed      = "ImagePullFailed"
+	ReasonContainerConfigError = "ContainerConfigError"
+	ReasonUnschedulable        = "Unschedulable"
+	ReasonEvicted              = "Evicted"
+	ReasonNoSummary            = "NoSummary"
+	ReasonPodVanished          = "PodVanished"
+	ReasonPodDeleted           = "PodDeleted"
+	ReasonJobDeleted           = "JobDeleted"
+	ReasonJobFailed            = "JobFailed"
+)
+
+// Status bounds. An AgentRun must stay far below etcd's 1.5 MiB object
+// limit, and lists of many runs are read at once; the event log keeps the
+// whole text.
+const (
+	maxStatusResultBytes = 32 << 10
+	maxStatusDetailBytes = 4 << 10
+	// maxConditionMessageBytes keeps `kubectl describe` readable; the
+	// whole detail is in status.detail.
+	maxConditionMessageBytes = 1 << 10
+)
+
+// Graces are how long the controller waits before it calls a Pod that
+// cannot start a failure. Image pulls and missing Secrets can heal (a
+// registry hiccup, a Secret created a moment later), so they are given
+// time; a permanent error (an invalid image name) is not.
+type Graces struct {
+	// Startup bounds image pull and container configuration errors.
+	Startup time.Duration
+	// Unschedulable bounds a Pod the scheduler cannot place.
+	Unschedulable time.Duration
+	// Deletion bounds a deleted Pod whose agent never reports an end
+	// (its node is gone): the Pod's grace period plus this.
+	Deletion time.Duration
+	// EventLog bounds the wait for the events container to terminate
+	// before a cut result is read from its log.
+	EventLog time.Duration
+}
+
+// DefaultGraces are the manager's defaults.
+var DefaultGraces = Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute}
+
+// observation is what the controller saw of one run in one reconcile.
+type observation struct {
+	Now time.Time
+	Job *batchv1.Job // nil: no Job (yet, or any more)
+	// JobGone: the Job was created (status.jobName) and the API server
+	// confirms it no longer exists.
+	JobGone bool
+	Pod     *corev1.Pod
+	// PodGone: the Pod was seen (status.podName) and the API server
+	// confirms it no longer exists.
+	PodGone bool
+	// Summary is the agent container's termination message, decoded.
+	Summary    *summary.Summary
+	SummaryErr error
+	// LogEnd is the end event from the events container's log, read when
+	// the summary was cut.
+	LogEnd *events.End
+	LogErr error
+}
+
+// outcome is how a run ended.
+type outcome struct {
+	EndStatus  string
+	Reason     string
+	Detail     string
+	ExitCode   *int32
+	Completion time.Time
+	// FromSummary: the agent wrote its end summary (Detail is its detail).
+	FromSummary bool
+}
+
+// endReasons are the condition reasons of the end statuses.
+var endReasons = map[string]string{
+	events.StatusFinished:    "Finished",
+	events.StatusFailed:      "Failed",
+	events.StatusInterrupted: "Interrupted",
+	events.StatusTimeout:     "Timeout",
+	events.StatusLimit:       "Limit",
+	events.StatusRejected:    "Rejected",
+}
+
+// imagePullReasons are the container waiting reasons of an image that
+// cannot be pulled; permanentPull ones never heal by waiting.
+var (
+	imagePullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true}
+	permanentPull    = map[string]bool{"InvalidImageName": true, "ErrImageNeverPull": true}
+	configReasons    = map[string]bool{"CreateContainerConfigError": true, "CreateContainerError": true}
+)
+
+// computeOutcome decides whether the run has ended and how. When it has
+// not, it returns how long until a grace it is waiting on runs out (0:
+// nothing to wait for but events).
+func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
+	if t := containerTerminated(o.Pod, AgentContainer); t != nil {
+		return terminatedOutcome(o, t), 0
+	}
+	fail := func(reason, detail string) *outcome {
+		return &outcome{EndStatus: events.StatusFailed, Reason: reason, Detail: detail, Completion: o.Now}
+	}
+	switch {
+	case o.PodGone:
+		return fail(ReasonPodVanished, "the Pod was deleted before the agent's result was read; the run's outcome is unknown"), 0
+	case o.JobGone:
+		return fail(ReasonJobDeleted, "the Job was deleted before the run ended"), 0
+	}
+	var wait waiter
+	if p := o.Pod; p != nil {
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason != "" {
+			reason := ReasonJobFailed
+			if p.Status.Reason == "Evicted" {
+				reason = ReasonEvicted
+			}
+			return fail(reason, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)), 0
+		}
+		if dt := p.DeletionTimestamp; dt != nil {
+			grace := g.Deletion
+			if p.DeletionGracePeriodSeconds != nil {
+				grace += time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
+			}
+			if wait.until(o.Now, dt.Add(grace)) {
+				return fail(ReasonPodDeleted, fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", dt.UTC().Format(time.RFC3339))), 0
+			}
+		}
+		if oc := startupOutcome(o, g, &wait); oc != nil {
+			return oc, 0
+		}
+	}
+	if c := jobCondition(o.Job, batchv1.JobFailed); c != nil {
+		// A failed Job stops its Pod; the agent may still write its
+		// summary while it terminates, so a Pod that still runs gets its
+		// termination grace first.
+		if o.Pod == nil || o.Pod.Status.Phase == corev1.PodFailed || o.Pod.Status.Phase == corev1.PodSucceeded ||
+			wait.until(o.Now, c.LastTransitionTime.Add(terminationGraceSeconds*time.Second+g.Deletion)) {
+			if c.Reason == batchv1.JobReasonDeadlineExceeded {
+				return fail(ReasonDeadlineExceeded, deadlineDetail(o.Job)), 0
+			}
+			return fail(ReasonJobFailed, fmt.Sprintf("the Job failed before the agent ended: %s: %s", c.Reason, c.Message)), 0
+		}
+	}
+	return nil, wait.next
+}
+
+// startupOutcome reports a Pod whose containers cannot start: images that
+// cannot be pulled, configuration that cannot be built (a missing Secret or
+// ConfigMap), or no node to run on.
+func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
+	p := o.Pod
+	since := p.CreationTimestamp.Time
+	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		var reason string
+		switch {
+		case imagePullReasons[w.Reason]:
+			reason = ReasonImagePullFailed
+		case configReasons[w.Reason]:
+			reason = ReasonContainerConfigError
+		default:
+			continue
+		}
+		if permanentPull[w.Reason] || wait.until(o.Now, since.Add(g.Startup)) {
+			return &outcome{EndStatus: events.StatusFailed, Reason: reason, Completion: o.Now,
+				Detail: fmt.Sprintf("container %s cannot start: %s: %s", cs.Name, w.Reason, w.Message)}
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			from := c.LastTransitionTime.Time
+			if from.IsZero() {
+				from = since
+			}
+			if wait.until(o.Now, from.Add(g.Unschedulable)) {
+				return &outcome{EndStatus: events.StatusFailed, Reason: ReasonUnschedulable, Completion: o.Now,
+					Detail: fmt.Sprintf("the Pod could not be scheduled for %s: %s", g.Unschedulable, c.Message)}
+			}
+		}
+	}
+	return nil
+}
+
+// terminatedOutcome is the end of a run whose agent container terminated:
+// its summary when it wrote one, else what the container state says.
+func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outcome {
+	completion := t.FinishedAt.Time
+	if completion.IsZero() {
+		completion = o.Now
+	}
+	deadline := jobCondition(o.Job, batchv1.JobFailed)
+	deadlineHit := deadline != nil && deadline.Reason == batchv1.JobReasonDeadlineExceeded
+	if s := o.Summary; s != nil {
+		oc := &outcome{EndStatus: s.Status, Reason: endReasons[s.Status], Detail: s.Detail, Completion: completion, FromSummary: true}
+		if oc.Reason == "" {
+			oc.Reason = "Failed"
+		}
+		if s.ExitCode != nil {
+			oc.ExitCode = int32Ptr(int32(*s.ExitCode))
+		}
+		if deadlineHit && s.Status == events.StatusInterrupted {
+			// Stopped by the Job's backstop, not by a person.
+			oc.Reason, oc.Detail, oc.FromSummary = ReasonDeadlineExceeded, deadlineDetail(o.Job), false
+		}
+		return oc
+	}
+	oc := &outcome{EndStatus: events.StatusFailed, ExitCode: int32Ptr(t.ExitCode), Completion: completion}
+	msg := firstLine(t.Message, 300)
+	switch {
+	case t.Reason == "OOMKilled":
+		oc.Reason = ReasonOOMKilled
+		oc.Detail = fmt.Sprintf("the agent container was killed for exceeding its memory limit (OOMKilled, exit code %d); raise spec.podOverrides.resources.limits.memory", t.ExitCode)
+	case deadlineHit:
+		oc.Reason, oc.Detail = ReasonDeadlineExceeded, deadlineDetail(o.Job)
+	case o.Pod != nil && o.Pod.Status.Reason == "Evicted":
+		oc.Reason = ReasonEvicted
+		oc.Detail = "the Pod was evicted before the agent ended: " + o.Pod.Status.Message
+	default:
+		oc.Reason = ReasonNoSummary
+		oc.Detail = fmt.Sprintf("the agent container exited with code %d (%s) without an end summary", t.ExitCode, t.Reason)
+		if o.SummaryErr != nil {
+			oc.Detail += ": " + o.SummaryErr.Error()
+		}
+	}
+	if msg != "" && oc.Reason != ReasonNoSummary {
+		oc.Detail += "; termination message: " + msg
+	}
+	return oc
+}
+
+func deadlineDetail(job *batchv1.Job) string {
+	d := "the Job's activeDeadlineSeconds"
+	if job != nil && job.Spec.ActiveDeadlineSeconds != nil {
+		d += fmt.Sprintf(" (%ds)", *job.Spec.ActiveDeadlineSeconds)
+	}
+	return d + " passed before the agent ended: the run outlived spec.timeout plus the start-up margin and was stopped"
+}
+
+// waiter collects the earliest grace deadline still ahead.
+type waiter struct{ next time.Duration }
+
+// until reports whether deadline has passed; if not, it remembers how
+// long until it does.
+func (w *waiter) until(now, deadline time.Time) bool {
+	if !now.Before(deadline) {
+		return true
+	}
+	if d := deadline.Sub(now); w.next == 0 || d < w.next {
+		w.next = d
+	}
+	return false
+}
+
+// observedPhase is where a run that has not ended is.
+func observedPhase(o observation) v1alpha1.Phase {
+	switch {
+	case o.Job == nil:
+		return v1alpha1.PhasePending
+	case o.Job.Spec.Suspend != nil && *o.Job.Spec.Suspend:
+		return v1alpha1.PhaseQueued
+	case containerStarted(o.Pod, AgentContainer) != nil:
+		return v1alpha1.PhaseRunning
+	}
+	return v1alpha1.PhasePending
+}
+
+// phaseRank orders phases so that status never goes back.
+func phaseRank(p v1alpha1.Phase) int {
+	switch p {
+	case v1alpha1.PhasePending, v1alpha1.PhaseQueued:
+		return 1
+	case v1alpha1.PhaseRunning:
+		return 2
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed:
+		return 3
+	}
+	return 0
+}
+
+// isTerminal reports whether status holds a harvested end.
+func isTerminal(st v1alpha1.AgentRunStatus) bool { return phaseRank(st.Phase) == 3 }
+
+// computeStatus is the new status of a run from its old status, what was
+// observed and the outcome, if any. It never goes back: an ended run keeps
+// its status, a running one does not return to pending, and names and
+// times once set stay.
+func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation, oc *outcome) v1alpha1.AgentRunStatus {
+	st := *old.DeepCopy()
+	if isTerminal(old) {
+		return st
+	}
+	st.ObservedGeneration = generation
+	if o.Job != nil {
+		st.JobName = o.Job.Name
+	}
+	if o.Pod != nil {
+		st.PodName = o.Pod.Name
+	}
+	if st.StartTime == nil {
+		if t := containerStarted(o.Pod, AgentContainer); t != nil {
+			st.StartTime = t
+		}
+	}
+	phase := observedPhase(o)
+	if oc != nil {
+		applyOutcome(&st, o, oc)
+		phase = v1alpha1.PhaseFailed
+		if oc.EndStatus == events.StatusFinished {
+			phase = v1alpha1.PhaseSucceeded
+		}
+	}
+	if phaseRank(phase) < phaseRank(st.Phase) {
+		phase = st.Phase
+	}
+	st.Phase = phase
+	st.Conditions = computeConditions(st.Conditions, st, oc, generation, o.Now)
+	return st
+}
+
+// applyOutcome copies the end into status: the summary's fields, completed
+// from the event log's end event where the summary was cut.
+func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
+	st.EndStatus = oc.EndStatus
+	st.ExitCode = oc.ExitCode
+	st.CompletionTime = &metav1.Time{Time: oc.Completion}
+	detail := oc.Detail
+	if s := o.Summary; s != nil {
+		st.DurationMs = int64Ptr(s.DurationMs)
+		st.Usage = statusUsage(s.Usage)
+		st.Usage.ByModelTruncated = s.ByModelCut
+		st.Result, st.ResultTruncated = s.Result, s.ResultCut
+		if s.SessionID != nil {
+			st.SessionID = *s.SessionID
+		}
+		c := s.Counters
+		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
+			Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
+		if s.DetailCut && oc.FromSummary {
+			detail += " [cut; the whole detail is in the event log]"
+		}
+		if e := o.LogEnd; e != nil {
+			st.Usage = statusUsage(e.Usage)
+			st.Result, st.ResultTruncated = e.Result, false
+			if e.SessionID != nil {
+				st.SessionID = *e.SessionID
+			}
+			if oc.FromSummary {
+				detail = e.Detail
+			}
+		}
+	} else if st.StartTime != nil && !oc.Completion.Before(st.StartTime.Time) {
+		st.DurationMs = int64Ptr(oc.Completion.Sub(st.StartTime.Time).Milliseconds())
+	}
+	if st.Result != nil {
+		r, cut := summary.CutUTF8(*st.Result, maxStatusResultBytes)
+		st.Result, st.ResultTruncated = &r, st.ResultTruncated || cut
+	}
+	if d, cut := summary.CutUTF8(detail, maxStatusDetailBytes); cut {
+		detail = d + "…"
+	}
+	st.Detail = detail
+}
+
+// computeConditions sets the Succeeded and Running conditions of status st.
+func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, generation int64, now time.Time) []metav1.Condition {
+	out := append([]metav1.Condition{}, conds...)
+	ts := metav1.NewTime(now)
+	succeeded := metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionUnknown,
+		Reason: string(st.Phase), Message: "the run has not ended", ObservedGeneration: generation, LastTransitionTime: ts}
+	running := metav1.Condition{Type: v1alpha1.ConditionRunning, Status: metav1.ConditionFalse,
+		Reason: string(st.Phase), ObservedGeneration: generation, LastTransitionTime: ts}
+	switch st.Phase {
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed:
+		succeeded.Status = metav1.ConditionFalse
+		if st.Phase == v1alpha1.PhaseSucceeded {
+			succeeded.Status = metav1.ConditionTrue
+		}
+		succeeded.Reason = endReasons[st.EndStatus]
+		if oc != nil {
+			succeeded.Reason = oc.Reason
+		}
+		succeeded.Message = conditionMessage(st)
+		running.Reason, running.Message = "Ended", "the run has ended"
+	case v1alpha1.PhaseRunning:
+		running.Status, running.Message = metav1.ConditionTrue, "the agent runs in Pod "+st.PodName
+	case v1alpha1.PhaseQueued:
+		running.Message = "the Job is suspended until a queue (such as Kueue) admits it"
+	default:
+		running.Reason, running.Message = string(v1alpha1.PhasePending), "waiting for the agent container to start"
+		succeeded.Reason = string(v1alpha1.PhasePending)
+	}
+	meta.SetStatusCondition(&out, succeeded)
+	meta.SetStatusCondition(&out, running)
+	return out
+}
+
+func conditionMessage(st v1alpha1.AgentRunStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "end status %s", st.EndStatus)
+	if st.ExitCode != nil {
+		fmt.Fprintf(&b, ", exit code %d", *st.ExitCode)
+	}
+	if st.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(st.Detail)
+	}
+	m, cut := summary.CutUTF8(b.String(), maxConditionMessageBytes)
+	if cut {
+		m += "…"
+	}
+	return m
+}
+
+// event is a Kubernetes Event to record on the AgentRun once the status
+// that caused it is written.
+type event struct {
+	Type, Reason, Message string
+}
+
+// computeEvents are the Events of the change from old to new status:
+// started, queued, finished and failed with the detail.
+func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
+	var out []event
+	if old.Phase != st.Phase && st.Phase == v1alpha1.PhaseQueued {
+		out = append(out, event{corev1.EventTypeNormal, "Queued", "the Job " + st.JobName + " is suspended until a queue admits it"})
+	}
+	if old.StartTime == nil && st.StartTime != nil {
+		out = append(out, event{corev1.EventTypeNormal, "Started", "the agent started in Pod " + st.PodName})
+	}
+	if !isTerminal(old) && isTerminal(st) {
+		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+		if st.Phase == v1alpha1.PhaseSucceeded {
+			out = append(out, event{corev1.EventTypeNormal, "Finished", finishedMessage(st)})
+		} else {
+			out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
+		}
+	}
+	return out
+}
+
+func finishedMessage(st v1alpha1.AgentRunStatus) string {
+	m := "the run finished"
+	if st.DurationMs != nil {
+		m += fmt.Sprintf(" in %s", (time.Duration(*st.DurationMs) * time.Millisecond).Round(time.Millisecond))
+	}
+	if u := st.Usage; u != nil {
+		if u.TotalTokens != nil {
+			m += fmt.Sprintf(", %d tokens", *u.TotalTokens)
+		}
+		if u.CostUSD != "" {
+			m += ", $" + u.CostUSD
+		}
+	}
+	return m
+}
+
+// statusUsage is end.usage in status form: cost as a decimal string.
+func statusUsage(t events.Totals) *v1alpha1.Usage {
+	u := &v1alpha1.Usage{TokenCounts: statusCounts(t.TokenCounts), TotalTokens: totalTokens(t.TokenCounts)}
+	if len(t.ByModel) > 0 {
+		u.ByModel = make(map[string]v1alpha1.TokenCounts, len(t.ByModel))
+		for m, c := range t.ByModel {
+			u.ByModel[m] = statusCounts(c)
+		}
+	}
+	return u
+}
+
+func statusCounts(c events.TokenCounts) v1alpha1.TokenCounts {
+	return v1alpha1.TokenCounts{
+		InputTokens: cloneInt64(c.InputTokens), OutputTokens: cloneInt64(c.OutputTokens),
+		CacheReadTokens: cloneInt64(c.CacheReadTokens), CacheWriteTokens: cloneInt64(c.CacheWriteTokens),
+		CostUSD: costString(c.CostUSD),
+	}
+}
+
+// costString writes a cost exactly as the float the runtime reported,
+// in decimal notation, without rounding; null stays empty.
+func costString(c *float64) string {
+	if c == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*c, 'f', -1, 64)
+}
+
+func totalTokens(c events.TokenCounts) *int64 {
+	var n int64
+	seen := false
+	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
+		if p != nil {
+			n += *p
+			seen = true
+		}
+	}
+	if !seen {
+		return nil
+	}
+	return &n
+}
+
+// containerTerminated is the terminated state of a container (regular or
+// init) of pod, or nil.
+func containerTerminated(pod *corev1.Pod, name string) *corev1.ContainerStateTerminated {
+	if cs := containerStatus(pod, name); cs != nil {
+		return cs.State.Terminated
+	}
+	return nil
+}
+
+// containerStarted is when a container started, if it has.
+func containerStarted(pod *corev1.Pod, name string) *metav1.Time {
+	cs := containerStatus(pod, name)
+	switch {
+	case cs == nil:
+		return nil
+	case cs.State.Running != nil:
+		t := cs.State.Running.StartedAt
+		return &t
+	case cs.State.Terminated != nil && !cs.State.Terminated.StartedAt.IsZero():
+		t := cs.State.Terminated.StartedAt
+		return &t
+	}
+	return nil
+}
+
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	if job == nil {
+		return nil
+	}
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func firstLine(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	s, _ = summary.CutUTF8(s, n)
+	return s
+}
+
+func int32Ptr(v int32) *int32 { return &v }
+func int64Ptr(v int64) *int64 { return &v }
+
+func cloneInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -1,0 +1,497 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agentrun-dev/agentrun/aggregator"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/summary"
+)
+
+var t0 = time.Date(2026, 10, 4, 13, 0, 0, 0, time.UTC)
+
+// Builders for the objects the table tests observe.
+
+func testJob(edit func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: batchv1.JobSpec{
+		Suspend: ptr.To(false), ActiveDeadlineSeconds: ptr.To[int64](4200)}}
+	if edit != nil {
+		edit(j)
+	}
+	return j
+}
+
+func jobFailed(reason string, at time.Time) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed,
+			Status: corev1.ConditionTrue, Reason: reason, Message: "job says " + reason, LastTransitionTime: metav1.NewTime(at)})
+	}
+}
+
+func testPod(edit func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r-abcde", CreationTimestamp: metav1.NewTime(t0)}}
+	if edit != nil {
+		edit(p)
+	}
+	return p
+}
+
+func agentRunning(p *corev1.Pod) {
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(time.Second))}}}}
+}
+
+func agentTerminated(code int32, reason, message string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: message,
+				StartedAt: metav1.NewTime(t0.Add(time.Second)), FinishedAt: metav1.NewTime(t0.Add(time.Minute))}}}}
+	}
+}
+
+func waiting(container, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: container,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: reason + " details"}}})
+	}
+}
+
+func unschedulable(since time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available", LastTransitionTime: metav1.NewTime(since)}}
+	}
+}
+
+func endSummary(status string, result string) *summary.Summary {
+	in, out := int64(1200), int64(80)
+	cost := 0.0125
+	u := events.TokenCounts{InputTokens: &in, OutputTokens: &out, CostUSD: &cost}
+	s := summary.FromEnd(&events.End{Status: status, ExitCode: ptr.To(0), DurationMs: 59000, Result: &result,
+		Usage: events.Totals{TokenCounts: u, ByModel: map[string]events.TokenCounts{"claude-sonnet-5-5": u}}},
+		aggregator.Counters{Tools: 3, ToolErrors: 1})
+	return &s
+}
+
+func TestComputeOutcome(t *testing.T) {
+	g := Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute}
+	tests := []struct {
+		name       string
+		obs        observation
+		wantReason string // "" = no outcome yet
+		wantStatus string
+		wantDetail string
+		wantWait   time.Duration
+	}{
+		{name: "no job yet", obs: observation{}},
+		{name: "agent running", obs: observation{Job: testJob(nil), Pod: testPod(agentRunning)}},
+		{name: "finished with a summary", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(0, "Completed", "")), Summary: endSummary(events.StatusFinished, "done")},
+			wantReason: "Finished", wantStatus: events.StatusFinished},
+		{name: "timeout with a summary", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(124, "Error", "")), Summary: endSummary(events.StatusTimeout, "")},
+			wantReason: "Timeout", wantStatus: events.StatusTimeout},
+		{name: "interrupted by the Job deadline", obs: observation{Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
+			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
+			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted, wantDetail: "activeDeadlineSeconds (4200s)"},
+		{name: "OOM-killed without a summary", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(137, "OOMKilled", "")), SummaryErr: errors.New("empty summary")},
+			wantReason: ReasonOOMKilled, wantStatus: events.StatusFailed, wantDetail: "exceeding its memory limit"},
+		{name: "killed by the deadline without a summary", obs: observation{Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
+			Pod: testPod(agentTerminated(137, "Error", ""))},
+			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+		{name: "crashed without a summary", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(2, "Error", "panic: boom")), SummaryErr: errors.New("not an agentrun end summary")},
+			wantReason: ReasonNoSummary, wantStatus: events.StatusFailed, wantDetail: "exited with code 2 (Error) without an end summary: not an agentrun"},
+		{name: "pod vanished", obs: observation{Job: testJob(nil), PodGone: true},
+			wantReason: ReasonPodVanished, wantStatus: events.StatusFailed, wantDetail: "deleted before"},
+		{name: "job deleted", obs: observation{JobGone: true},
+			wantReason: ReasonJobDeleted, wantStatus: events.StatusFailed},
+		{name: "evicted", obs: observation{Job: testJob(nil), Pod: testPod(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "node low on memory"
+		})}, wantReason: ReasonEvicted, wantStatus: events.StatusFailed, wantDetail: "node low on memory"},
+		{name: "image pull error within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
+			Pod: testPod(waiting(AgentContainer, "ImagePullBackOff"))}, wantWait: 4 * time.Minute},
+		{name: "image pull error after grace", obs: observation{Now: t0.Add(6 * time.Minute), Job: testJob(nil),
+			Pod: testPod(waiting(AgentContainer, "ErrImagePull"))},
+			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container agent cannot start: ErrImagePull"},
+		{name: "invalid image name fails at once", obs: observation{Now: t0, Job: testJob(nil),
+			Pod: testPod(waiting(EventsContainer, "InvalidImageName"))},
+			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container events"},
+		{name: "missing secret after grace", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
+			Pod: testPod(waiting(AgentContainer, "CreateContainerConfigError"))},
+			wantReason: ReasonContainerConfigError, wantStatus: events.StatusFailed},
+		{name: "unschedulable within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
+			Pod: testPod(unschedulable(t0))}, wantWait: 9 * time.Minute},
+		{name: "unschedulable too long", obs: observation{Now: t0.Add(11 * time.Minute), Job: testJob(nil),
+			Pod: testPod(unschedulable(t0))},
+			wantReason: ReasonUnschedulable, wantStatus: events.StatusFailed, wantDetail: "0/3 nodes are available"},
+		{name: "deadline exceeded, pod gone", obs: observation{Now: t0, Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0))},
+			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+		{name: "deadline exceeded, agent still stopping", obs: observation{Now: t0.Add(10 * time.Second),
+			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)), Pod: testPod(agentRunning)},
+			wantWait: 30*time.Second + 2*time.Minute - 10*time.Second},
+		{name: "deadline exceeded, agent never stopped", obs: observation{Now: t0.Add(time.Hour),
+			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)), Pod: testPod(agentRunning)},
+			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+		{name: "pod deleted, agent never ended", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentRunning(p)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			})}, wantReason: ReasonPodDeleted, wantStatus: events.StatusFailed},
+		{name: "pod deleted, agent stopping", obs: observation{Now: t0.Add(time.Second), Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentRunning(p)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			})}, wantWait: 30*time.Second + 2*time.Minute - time.Second},
+		{name: "deleted pod that wrote its summary is harvested", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentTerminated(130, "Error", "")(p)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+			}), Summary: endSummary(events.StatusInterrupted, "")},
+			wantReason: "Interrupted", wantStatus: events.StatusInterrupted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.obs.Now.IsZero() {
+				tt.obs.Now = t0.Add(time.Minute)
+			}
+			oc, wait := computeOutcome(tt.obs, g)
+			if tt.wantReason == "" {
+				if oc != nil {
+					t.Fatalf("outcome %+v, want none yet", oc)
+				}
+				if wait != tt.wantWait {
+					t.Errorf("wait %v, want %v", wait, tt.wantWait)
+				}
+				return
+			}
+			if oc == nil {
+				t.Fatalf("no outcome, want %s", tt.wantReason)
+			}
+			if oc.Reason != tt.wantReason || oc.EndStatus != tt.wantStatus || !strings.Contains(oc.Detail, tt.wantDetail) {
+				t.Errorf("outcome = %s/%s %q; want %s/%s containing %q", oc.EndStatus, oc.Reason, oc.Detail, tt.wantStatus, tt.wantReason, tt.wantDetail)
+			}
+		})
+	}
+}
+
+func TestComputeStatusHarvest(t *testing.T) {
+	long := strings.Repeat("é", maxStatusResultBytes) // twice the bound in bytes
+	cut := endSummary(events.StatusFinished, long)
+	cut.Result, cut.ResultCut = ptr.To(long[:1000]), true
+	cut.Detail, cut.DetailCut = "partial", true
+	full := &events.End{Status: events.StatusFinished, Result: ptr.To("the whole answer"), Detail: "",
+		Usage: events.Totals{ByModel: map[string]events.TokenCounts{}}}
+	pod := testPod(agentTerminated(0, "Completed", ""))
+	tests := []struct {
+		name      string
+		obs       observation
+		check     func(t *testing.T, st v1alpha1.AgentRunStatus)
+		wantPhase v1alpha1.Phase
+	}{
+		{name: "summary", obs: observation{Pod: pod, Summary: endSummary(events.StatusFinished, "done")}, wantPhase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				u := st.Usage
+				if *st.Result != "done" || st.ResultTruncated || u.CostUSD != "0.0125" || *u.TotalTokens != 1280 ||
+					u.ByModel["claude-sonnet-5-5"].CostUSD != "0.0125" || st.Counters.Tools != 3 || st.Counters.ToolErrors != 1 ||
+					*st.DurationMs != 59000 || *st.ExitCode != 0 || st.EndStatus != "finished" || !st.CompletionTime.Time.Equal(t0.Add(time.Minute)) {
+					t.Errorf("status = %+v, usage %+v", st, u)
+				}
+			}},
+		{name: "cut summary, log read", obs: observation{Pod: pod, Summary: cut, LogEnd: full}, wantPhase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				if *st.Result != "the whole answer" || st.ResultTruncated || st.Detail != "" {
+					t.Errorf("result %q truncated %v detail %q", *st.Result, st.ResultTruncated, st.Detail)
+				}
+			}},
+		{name: "cut summary, log unreadable", obs: observation{Pod: pod, Summary: cut, LogErr: errors.New("forbidden")}, wantPhase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				if len(*st.Result) != 1000 || !st.ResultTruncated || !strings.Contains(st.Detail, "[cut") {
+					t.Errorf("result %d bytes truncated %v detail %q", len(*st.Result), st.ResultTruncated, st.Detail)
+				}
+			}},
+		{name: "log result over the status bound", obs: observation{Pod: pod, Summary: cut,
+			LogEnd: &events.End{Status: events.StatusFinished, Result: &long}}, wantPhase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				if len(*st.Result) > maxStatusResultBytes || !st.ResultTruncated || !strings.HasPrefix(long, *st.Result) {
+					t.Errorf("result %d bytes, truncated %v", len(*st.Result), st.ResultTruncated)
+				}
+			}},
+		{name: "no summary: duration from the container", obs: observation{Pod: pod}, wantPhase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				if *st.DurationMs != 59000 || *st.ExitCode != 0 || st.Usage != nil || st.EndStatus != "failed" {
+					t.Errorf("status = %+v", st)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.obs.Now = t0.Add(2 * time.Minute)
+			tt.obs.Job = testJob(nil)
+			oc, _ := computeOutcome(tt.obs, DefaultGraces)
+			st := computeStatus(v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}, 1, tt.obs, oc)
+			if st.Phase != tt.wantPhase {
+				t.Fatalf("phase %s, want %s", st.Phase, tt.wantPhase)
+			}
+			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
+			want := metav1.ConditionTrue
+			if tt.wantPhase == v1alpha1.PhaseFailed {
+				want = metav1.ConditionFalse
+			}
+			if c == nil || c.Status != want || c.Reason != oc.Reason || c.ObservedGeneration != 1 {
+				t.Errorf("Succeeded condition = %+v", c)
+			}
+			tt.check(t, st)
+		})
+	}
+}
+
+func TestComputeStatusNeverRegresses(t *testing.T) {
+	ended := computeStatus(v1alpha1.AgentRunStatus{}, 1,
+		observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil), Pod: testPod(agentTerminated(0, "Completed", "")),
+			Summary: endSummary(events.StatusFinished, "done")},
+		&outcome{EndStatus: events.StatusFinished, Reason: "Finished", Completion: t0.Add(time.Minute), FromSummary: true})
+	running := computeStatus(v1alpha1.AgentRunStatus{}, 1,
+		observation{Now: t0.Add(time.Minute), Job: testJob(nil), Pod: testPod(agentRunning)}, nil)
+
+	tests := []struct {
+		name string
+		old  v1alpha1.AgentRunStatus
+		obs  observation
+		oc   *outcome
+		want v1alpha1.Phase
+	}{
+		{"ended stays ended whatever is seen", ended, observation{Now: t0.Add(time.Hour), PodGone: true},
+			&outcome{EndStatus: events.StatusFailed, Reason: ReasonPodVanished}, v1alpha1.PhaseSucceeded},
+		{"ended stays ended when the Pod runs again", ended, observation{Now: t0.Add(time.Hour), Job: testJob(nil), Pod: testPod(agentRunning)},
+			nil, v1alpha1.PhaseSucceeded},
+		{"running does not go back to pending", running, observation{Now: t0.Add(time.Hour), Job: testJob(nil)}, nil, v1alpha1.PhaseRunning},
+		{"running does not go back to queued", running, observation{Now: t0.Add(time.Hour),
+			Job: testJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) })}, nil, v1alpha1.PhaseRunning},
+		{"pending may become queued", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending}, observation{Now: t0,
+			Job: testJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) })}, nil, v1alpha1.PhaseQueued},
+		{"queued may become pending (admitted)", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseQueued}, observation{Now: t0,
+			Job: testJob(nil)}, nil, v1alpha1.PhasePending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := computeStatus(tt.old, 2, tt.obs, tt.oc)
+			if st.Phase != tt.want {
+				t.Fatalf("phase %s, want %s", st.Phase, tt.want)
+			}
+			if isTerminal(tt.old) && !statusEqual(st, tt.old) {
+				t.Errorf("an ended status changed:\n%+v\n%+v", tt.old, st)
+			}
+			if tt.old.StartTime != nil && (st.StartTime == nil || !st.StartTime.Equal(tt.old.StartTime)) {
+				t.Error("startTime changed")
+			}
+			if tt.old.PodName != "" && st.PodName != tt.old.PodName {
+				t.Error("podName changed")
+			}
+		})
+	}
+}
+
+func statusEqual(a, b v1alpha1.AgentRunStatus) bool {
+	return a.Phase == b.Phase && a.EndStatus == b.EndStatus && a.Detail == b.Detail && a.ObservedGeneration == b.ObservedGeneration &&
+		len(a.Conditions) == len(b.Conditions) && a.CompletionTime.Equal(b.CompletionTime)
+}
+
+func TestComputeConditions(t *testing.T) {
+	tests := []struct {
+		phase              v1alpha1.Phase
+		oc                 *outcome
+		succeeded, running metav1.ConditionStatus
+		sReason, runReason string
+	}{
+		{v1alpha1.PhasePending, nil, metav1.ConditionUnknown, metav1.ConditionFalse, "Pending", "Pending"},
+		{v1alpha1.PhaseQueued, nil, metav1.ConditionUnknown, metav1.ConditionFalse, "Queued", "Queued"},
+		{v1alpha1.PhaseRunning, nil, metav1.ConditionUnknown, metav1.ConditionTrue, "Running", "Running"},
+		{v1alpha1.PhaseSucceeded, &outcome{Reason: "Finished"}, metav1.ConditionTrue, metav1.ConditionFalse, "Finished", "Ended"},
+		{v1alpha1.PhaseFailed, &outcome{Reason: "Limit"}, metav1.ConditionFalse, metav1.ConditionFalse, "Limit", "Ended"},
+		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonOOMKilled}, metav1.ConditionFalse, metav1.ConditionFalse, ReasonOOMKilled, "Ended"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.phase)+"/"+tt.sReason, func(t *testing.T) {
+			conds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: tt.phase, EndStatus: "limit", Detail: "--max-turns 3 reached"}, tt.oc, 4, t0)
+			s := meta.FindStatusCondition(conds, v1alpha1.ConditionSucceeded)
+			r := meta.FindStatusCondition(conds, v1alpha1.ConditionRunning)
+			if s.Status != tt.succeeded || s.Reason != tt.sReason || r.Status != tt.running || r.Reason != tt.runReason {
+				t.Errorf("Succeeded %s/%s Running %s/%s", s.Status, s.Reason, r.Status, r.Reason)
+			}
+			if s.ObservedGeneration != 4 || !s.LastTransitionTime.Time.Equal(t0) {
+				t.Errorf("generation %d time %v", s.ObservedGeneration, s.LastTransitionTime)
+			}
+		})
+	}
+	// The transition time moves only when the status does.
+	first := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, 1, t0)
+	again := computeConditions(first, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, 1, t0.Add(time.Hour))
+	if !meta.FindStatusCondition(again, v1alpha1.ConditionRunning).LastTransitionTime.Time.Equal(t0) {
+		t.Error("lastTransitionTime moved without a transition")
+	}
+	long := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: strings.Repeat("x", 5000)},
+		&outcome{Reason: "Failed"}, 1, t0)
+	if m := meta.FindStatusCondition(long, v1alpha1.ConditionSucceeded).Message; len(m) > maxConditionMessageBytes+len("…") {
+		t.Errorf("condition message of %d bytes", len(m))
+	}
+}
+
+func TestComputeEvents(t *testing.T) {
+	start := metav1.NewTime(t0)
+	failedConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "boom"},
+		&outcome{Reason: ReasonOOMKilled}, 1, t0)
+	tests := []struct {
+		name     string
+		old, new v1alpha1.AgentRunStatus
+		want     string
+	}{
+		{"nothing", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending}, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending}, ""},
+		{"queued", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending}, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseQueued}, "Normal/Queued"},
+		{"started", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending},
+			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &start, PodName: "p"}, "Normal/Started"},
+		{"started and finished at once", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending},
+			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StartTime: &start, DurationMs: ptr.To[int64](1500),
+				Usage: &v1alpha1.Usage{TotalTokens: ptr.To[int64](10), TokenCounts: v1alpha1.TokenCounts{CostUSD: "0.01"}}},
+			"Normal/Started Normal/Finished"},
+		{"failed", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &start},
+			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds}, "Warning/OOMKilled"},
+		{"already ended", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds},
+			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, e := range computeEvents(tt.old, tt.new) {
+				got = append(got, e.Type+"/"+e.Reason)
+				if e.Message == "" {
+					t.Errorf("%s without a message", e.Reason)
+				}
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+	evs := computeEvents(v1alpha1.AgentRunStatus{}, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, Conditions: failedConds})
+	if !strings.Contains(evs[0].Message, "boom") {
+		t.Errorf("the failed event must carry the detail: %q", evs[0].Message)
+	}
+}
+
+func TestCostString(t *testing.T) {
+	a, b := 0.1, 0.2 // variables: a constant 0.1 + 0.2 is folded to exactly 0.3
+	tests := []struct {
+		in   *float64
+		want string
+	}{
+		{nil, ""},
+		{ptr.To(0.0), "0"},
+		{ptr.To(0.0436916), "0.0436916"},
+		{ptr.To(1e-9), "0.000000001"},
+		{ptr.To(12.5), "12.5"},
+		{ptr.To(a + b), "0.30000000000000004"},
+	}
+	for _, tt := range tests {
+		if got := costString(tt.in); got != tt.want {
+			t.Errorf("costString = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestStatusUsage(t *testing.T) {
+	if u := statusUsage(events.Totals{ByModel: map[string]events.TokenCounts{}}); u.TotalTokens != nil || u.ByModel != nil || u.CostUSD != "" {
+		t.Errorf("a run without usage: %+v", u)
+	}
+	in := int64(5)
+	u := statusUsage(events.Totals{TokenCounts: events.TokenCounts{InputTokens: &in},
+		ByModel: map[string]events.TokenCounts{"unknown": {InputTokens: &in}}})
+	if *u.TotalTokens != 5 || *u.ByModel["unknown"].InputTokens != 5 || u.OutputTokens != nil {
+		t.Errorf("usage %+v", u)
+	}
+	in = 6
+	if *u.InputTokens != 5 {
+		t.Error("status usage shares memory with the end event")
+	}
+}
+
+func TestParseLogEnd(t *testing.T) {
+	end := `{"schema":1,"type":"end","time":"2026-10-04T13:00:31.250Z","status":"finished","exit_code":0,"detail":"","duration_ms":5,` +
+		`"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":null,"cache_write_tokens":null,"cost_usd":null,"by_model":{}},"result":"all of it","session_id":null}`
+	tests := []struct {
+		name, log, wantErr string
+	}{
+		{"end is the last line", `{"schema":1,"type":"text","time":"x","parent":null,"text":"hi"}` + "\n" + end + "\n", ""},
+		{"one line without newline", end, ""},
+		{"CRLF", end + "\r\n", ""},
+		{"empty", "", "empty"},
+		{"not an end event", `{"schema":1,"type":"text","time":"x","parent":null,"text":"hi"}` + "\n", "does not end with an end event"},
+		{"cut line", end[:100], "last line of the event log"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := parseLogEnd([]byte(tt.log))
+			if tt.wantErr == "" {
+				if err != nil || *e.Result != "all of it" {
+					t.Fatalf("parseLogEnd = %+v, %v", e, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRecordEnd(t *testing.T) {
+	run := newRun("m", nil)
+	run.Spec.Runtime = v1alpha1.RuntimeCodex
+	run.Status = v1alpha1.AgentRunStatus{EndStatus: "finished", Usage: &v1alpha1.Usage{
+		TokenCounts: v1alpha1.TokenCounts{InputTokens: ptr.To[int64](100), OutputTokens: ptr.To[int64](10), CostUSD: "0.5"},
+		ByModel:     map[string]v1alpha1.TokenCounts{"gpt-6": {InputTokens: ptr.To[int64](60), OutputTokens: ptr.To[int64](10), CostUSD: "0.25"}},
+	}}
+	metrics := []func() float64{
+		func() float64 { return testutil.ToFloat64(runsTotal.WithLabelValues("codex", "finished", "Finished")) },
+		func() float64 { return testutil.ToFloat64(tokensTotal.WithLabelValues("codex", "gpt-6", "input")) },
+		func() float64 { return testutil.ToFloat64(tokensTotal.WithLabelValues("codex", "unknown", "input")) },
+		func() float64 { return testutil.ToFloat64(costTotal.WithLabelValues("codex", "gpt-6")) },
+		func() float64 { return testutil.ToFloat64(costTotal.WithLabelValues("codex", "unknown")) },
+	}
+	before := make([]float64, len(metrics))
+	for i, m := range metrics {
+		before[i] = m()
+	}
+	recordEnd(run, "Finished")
+	// Counters are global: compare what this run added.
+	checks := []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{metrics[0]() - before[0], 1, "runs"},
+		{metrics[1]() - before[1], 60, "gpt-6 input"},
+		{metrics[2]() - before[2], 40, "rest of input under unknown"},
+		{metrics[3]() - before[3], 0.25, "gpt-6 cost"},
+		{metrics[4]() - before[4], 0.25, "rest of cost"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}

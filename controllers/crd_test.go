@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// The CRD's own validation, against the real API server: enums, defaults
+// and CEL rules, with the messages a user sees.
+
+func crdClient(t *testing.T) (client.Client, string) {
+	t.Helper()
+	c, err := client.New(apiServer(t), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crd-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns.Name
+}
+
+func validSpec() v1alpha1.AgentRunSpec {
+	return v1alpha1.AgentRunSpec{Runtime: v1alpha1.RuntimeClaudeCode, Prompt: v1alpha1.PromptSource{Text: ptr.To("hi")}}
+}
+
+func TestCRDDefaults(t *testing.T) {
+	c, ns := crdClient(t)
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns}, Spec: validSpec()}
+	if err := c.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	s := run.Spec
+	if s.Timeout != "1h" || s.Sandbox != v1alpha1.SandboxBubblewrap || s.Network.Mode != v1alpha1.NetworkFull ||
+		s.Subagents == nil || !*s.Subagents {
+		t.Errorf("defaults not applied: %+v", s)
+	}
+}
+
+func TestCRDValidation(t *testing.T) {
+	c, ns := crdClient(t)
+	tests := []struct {
+		name    string
+		edit    func(*v1alpha1.AgentRunSpec)
+		wantErr string // "" = accepted
+	}{
+		{"minimal", func(*v1alpha1.AgentRunSpec) {}, ""},
+		{"every runtime: codex", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeCodex }, ""},
+		{"every runtime: pi", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimePi }, ""},
+		{"every runtime: dsh", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh }, ""},
+		{"unknown runtime", func(s *v1alpha1.AgentRunSpec) { s.Runtime = "gemini" },
+			`spec.runtime: Unsupported value: "gemini": supported values: "claude-code", "codex", "pi", "dsh"`},
+		{"custom network with hosts", func(s *v1alpha1.AgentRunSpec) {
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"}}
+		}, ""},
+		{"allowHosts without custom", func(s *v1alpha1.AgentRunSpec) {
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkFull, AllowHosts: []string{"api.anthropic.com"}}
+		}, "network.allowHosts is only allowed with network.mode custom"},
+		{"custom without hosts", func(s *v1alpha1.AgentRunSpec) { s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom} },
+			"network.mode custom needs at least one network.allowHosts entry"},
+		{"bad network mode", func(s *v1alpha1.AgentRunSpec) { s.Network.Mode = "some" }, `spec.network.mode: Unsupported value: "some"`},
+		{"bad host", func(s *v1alpha1.AgentRunSpec) {
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"http://x.com/"}}
+		}, "spec.network.allowHosts[0]"},
+		{"bad addHosts ip", func(s *v1alpha1.AgentRunSpec) {
+			s.Network.AddHosts = []v1alpha1.HostAddress{{Name: "gw.test", IP: "not-an-ip"}}
+		}, "addHosts[].ip must be an IPv4 or IPv6 address"},
+		{"two prompt sources", func(s *v1alpha1.AgentRunSpec) {
+			s.Prompt.SecretKeyRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}
+		}, "prompt: set exactly one of text, configMapKeyRef and secretKeyRef"},
+		{"no prompt source", func(s *v1alpha1.AgentRunSpec) { s.Prompt = v1alpha1.PromptSource{} },
+			"prompt: set exactly one of text, configMapKeyRef and secretKeyRef"},
+		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
+			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
+		}, ""},
+		{"empty prompt text", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To("") }, "spec.prompt.text"},
+		{"prompt longer than one argument", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To(strings.Repeat("测", 50000)) },
+			"prompt.text is longer than 131000 bytes"},
+		{"timeout", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "45m" }, ""},
+		{"timeout zero", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "0s" }, "timeout must be between 1s and 168h"},
+		{"timeout too long", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "200h" }, "timeout must be between 1s and 168h"},
+		{"timeout not a duration", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "soon" }, "spec.timeout"},
+		{"maxTurns zero", func(s *v1alpha1.AgentRunSpec) { s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](0)} },
+			"spec.limits.maxTurns: Invalid value: 0: spec.limits.maxTurns in body should be greater than or equal to 1"},
+		{"maxTokens negative", func(s *v1alpha1.AgentRunSpec) { s.Limits = &v1alpha1.Limits{MaxTokens: ptr.To[int64](-5)} },
+			"spec.limits.maxTokens"},
+		{"bad sandbox", func(s *v1alpha1.AgentRunSpec) { s.Sandbox = "gvisor" }, `spec.sandbox: Unsupported value: "gvisor"`},
+		{"relative denyRead", func(s *v1alpha1.AgentRunSpec) { s.DenyRead = []string{"home/.ssh"} }, "denyRead paths must be absolute"},
+		{"resume without a claim", func(s *v1alpha1.AgentRunSpec) { s.Session = &v1alpha1.Session{Resume: "abc"} },
+			"session.resume needs session.claimName"},
+		{"resume with a claim", func(s *v1alpha1.AgentRunSpec) { s.Session = &v1alpha1.Session{ClaimName: "c", Resume: "abc-1"} }, ""},
+		{"image with two sources", func(s *v1alpha1.AgentRunSpec) {
+			s.Images = []v1alpha1.ImageSource{{Path: ptr.To("a.png"), SecretKeyRef: &v1alpha1.KeyRef{Name: "s", Key: "a.png"}}}
+		}, "images: set exactly one of path, configMapKeyRef and secretKeyRef"},
+		{"image path escaping the workspace", func(s *v1alpha1.AgentRunSpec) { s.Images = []v1alpha1.ImageSource{{Path: ptr.To("../etc/x.png")}} },
+			"images[].path must be relative to the workspace"},
+		{"workspace subPath escaping", func(s *v1alpha1.AgentRunSpec) { s.Workspace = &v1alpha1.Workspace{ClaimName: "c", SubPath: "/abs"} },
+			"workspace.subPath must be relative"},
+		{"negative ttl", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](-1) }, "spec.ttlSecondsAfterFinished"},
+		{"pod overrides", func(s *v1alpha1.AgentRunSpec) {
+			s.PodOverrides = &v1alpha1.PodOverrides{Image: "runner:2", Labels: map[string]string{KueueQueueLabel: "q"},
+				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, NodeSelector: map[string]string{"a": "b"}}
+		}, ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := validSpec()
+			tt.edit(&spec)
+			run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("v%d", i), Namespace: ns}, Spec: spec}
+			err := c.Create(context.Background(), run, client.DryRunAll)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("rejected a good spec: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("accepted a bad spec; want %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q\nwant it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCRDSpecImmutableOnceStarted(t *testing.T) {
+	c, ns := crdClient(t)
+	ctx := context.Background()
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "immutable", Namespace: ns}, Spec: validSpec()}
+	if err := c.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	// Before the run starts, the spec may change.
+	run.Spec.Model = "claude-haiku-4-5"
+	if err := c.Update(ctx, run); err != nil {
+		t.Fatalf("a spec change before the start was rejected: %v", err)
+	}
+	run.Status.JobName = "immutable"
+	if err := c.Status().Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	run.Spec.Model = "claude-opus-4-5"
+	err := c.Update(ctx, run)
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable once the run has started") {
+		t.Fatalf("a spec change after the start: %v", err)
+	}
+	// Metadata stays editable, and a Go client's read-modify-write of an
+	// unchanged spec passes.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+		t.Fatal(err)
+	}
+	run.Labels = map[string]string{"team": "a"}
+	if err := c.Update(ctx, run); err != nil {
+		t.Fatalf("a label change after the start was rejected: %v", err)
+	}
+}
+
+func TestSamplesAreValid(t *testing.T) {
+	c, ns := crdClient(t)
+	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "agentrun_*.yaml"))
+	if err != nil || len(files) != 4 {
+		t.Fatalf("want one sample per runtime, found %v (%v)", files, err)
+	}
+	runtimes := map[v1alpha1.Runtime]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := &v1alpha1.AgentRun{}
+		if err := yaml.UnmarshalStrict(b, run); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		run.Namespace = ns
+		if err := c.Create(context.Background(), run, client.DryRunAll); err != nil {
+			t.Errorf("%s rejected: %v", f, err)
+		}
+		runtimes[run.Spec.Runtime] = true
+	}
+	if len(runtimes) != 4 {
+		t.Errorf("samples cover %v, want all four runtimes", runtimes)
+	}
+}

@@ -1,0 +1,439 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// Labels, annotations and the finalizer the controller puts on the Job and
+// its Pod.
+const (
+	// LabelName and LabelUID name the AgentRun a Job or Pod belongs to. The
+	// uid tells a new AgentRun from a deleted one of the same name.
+	LabelName = "agentrun.dev/name"
+	LabelUID  = "agentrun.dev/uid"
+	// LabelManagedBy is what the manager's cache selects Jobs and Pods by,
+	// so it never holds the cluster's other Pods.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "agentrun"
+	// KueueQueueLabel puts a Job in a Kueue queue; such Jobs are created
+	// suspended for Kueue to admit.
+	KueueQueueLabel = "kueue.x-k8s.io/queue-name"
+	// HarvestFinalizer keeps the Pod, and with it the agent's termination
+	// message and the event log, until the result is in the AgentRun's
+	// status. The Job controller copies it from the Pod template.
+	HarvestFinalizer = "agentrun.dev/harvest"
+)
+
+// Container names and paths inside the Pod.
+const (
+	AgentContainer  = "agent"
+	EventsContainer = "events"
+
+	sharedVolume    = "agentrun"
+	sharedDir       = "/agentrun"
+	EventsFile      = sharedDir + "/events.jsonl"
+	RawFile         = sharedDir + "/raw.jsonl"
+	workspaceVolume = "workspace"
+	WorkspaceDir    = "/workspace"
+	sessionsVolume  = "sessions"
+	SessionsDir     = "/sessions"
+	imagesVolume    = "images"
+	imagesDir       = "/agentrun-images"
+	// promptEnv carries a prompt from a ConfigMap or Secret; the kubelet
+	// expands $(AGENTRUN_PROMPT) in the argument list.
+	promptEnv = "AGENTRUN_PROMPT"
+)
+
+// runnerUID is the runner image's non-root user. bubblewrap needs no
+// capability as a non-root user (TESTENV.md), and a numeric uid lets the
+// kubelet check runAsNonRoot.
+const runnerUID = 1000
+
+// deadlineMargin is how far the Job's activeDeadlineSeconds lies beyond
+// spec.timeout. The deadline counts from the Job's start, so it covers
+// scheduling and pulling the runner image (Node and three CLIs: large),
+// the runner's 10 s grace after SIGINT and writing the summary. It is a
+// backstop for a runner that does not stop itself.
+const deadlineMargin = 10 * time.Minute
+
+// defaultTimeout matches the CRD default, for objects written before the
+// default existed or by a client that skipped defaulting.
+const defaultTimeout = time.Hour
+
+// terminationGraceSeconds lets the agent end cleanly when the Pod is
+// deleted: agentrun passes SIGINT on, waits up to 10 s for the CLI, then
+// writes end and the summary.
+const terminationGraceSeconds = 30
+
+// JobConfig is what the manager adds to every Job.
+type JobConfig struct {
+	// RunnerImage is the default image of both containers.
+	RunnerImage string
+	// PullPolicy of the runner image, unless the AgentRun overrides it.
+	PullPolicy corev1.PullPolicy
+}
+
+// JobName is the AgentRun's Job: its own name when that is a valid Job name
+// (at most 63 characters, the limit of the job-name label the Job
+// controller adds), else a cut name with a hash of the whole one.
+func JobName(runName string) string {
+	if len(runName) <= 63 {
+		return runName
+	}
+	sum := sha256.Sum256([]byte(runName))
+	prefix := strings.TrimRight(runName[:50], "-.")
+	return prefix + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// jobLabels are the labels of the Job and its Pod: the user's, then ours
+// (which win).
+func jobLabels(run *v1alpha1.AgentRun) map[string]string {
+	l := map[string]string{}
+	if o := run.Spec.PodOverrides; o != nil {
+		for k, v := range o.Labels {
+			l[k] = v
+		}
+	}
+	l[LabelName] = labelValue(run.Name)
+	l[LabelUID] = string(run.UID)
+	l[LabelManagedBy] = ManagedBy
+	l["app.kubernetes.io/name"] = "agentrun"
+	l["app.kubernetes.io/component"] = "agent"
+	return l
+}
+
+// labelValue fits a name into a label value (63 characters); longer names
+// get the same cut as JobName, so lookups by label stay exact.
+func labelValue(name string) string { return JobName(name) }
+
+// BuildJob is the one Job of an AgentRun. It is a pure function of the
+// AgentRun and the manager's configuration.
+func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
+	run = run.DeepCopy() // the Job shares no pointer with the AgentRun
+	spec := run.Spec
+	labels := jobLabels(run)
+	annotations := map[string]string{}
+	if o := spec.PodOverrides; o != nil {
+		for k, v := range o.Annotations {
+			annotations[k] = v
+		}
+	}
+	annotations[AnnotationRun] = run.Name
+	timeout := timeoutOf(spec)
+	deadline := int64((timeout + deadlineMargin) / time.Second)
+	_, queued := labels[KueueQueueLabel]
+
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        JobName(run.Name),
+			Namespace:   run.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha1.GroupVersion.String(),
+				Kind:               "AgentRun",
+				Name:               run.Name,
+				UID:                run.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			// An agent run is not idempotent: never retried.
+			BackoffLimit:          ptr.To[int32](0),
+			Completions:           ptr.To[int32](1),
+			Parallelism:           ptr.To[int32](1),
+			ActiveDeadlineSeconds: &deadline,
+			// Kueue admits a Job by unsuspending it.
+			Suspend: ptr.To(queued),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: annotations,
+					Finalizers:  []string{HarvestFinalizer},
+				},
+				Spec: buildPodSpec(run, cfg),
+			},
+		},
+	}
+	return job
+}
+
+// timeoutOf is spec.timeout in whole seconds (at least one); the CRD
+// validates it, so an unparsable value can only come from a client that
+// skipped validation and gets the default.
+func timeoutOf(spec v1alpha1.AgentRunSpec) time.Duration {
+	d, err := time.ParseDuration(spec.Timeout)
+	if err != nil || d < time.Second {
+		return defaultTimeout
+	}
+	return d.Truncate(time.Second)
+}
+
+func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
+	spec := run.Spec
+	o := spec.PodOverrides
+	if o == nil {
+		o = &v1alpha1.PodOverrides{}
+	}
+	image := cfg.RunnerImage
+	if o.Image != "" {
+		image = o.Image
+	}
+	pull := cfg.PullPolicy
+	if o.ImagePullPolicy != "" {
+		pull = o.ImagePullPolicy
+	}
+
+	volumes, agentMounts := volumes(spec)
+	env := append([]corev1.EnvVar{}, spec.Env...)
+	if p := spec.Prompt; p.ConfigMapKeyRef != nil || p.SecretKeyRef != nil {
+		src := &corev1.EnvVarSource{ConfigMapKeyRef: p.ConfigMapKeyRef, SecretKeyRef: p.SecretKeyRef}
+		env = append(env, corev1.EnvVar{Name: promptEnv, ValueFrom: src})
+	}
+
+	agent := corev1.Container{
+		Name:                     AgentContainer,
+		Image:                    image,
+		ImagePullPolicy:          pull,
+		Command:                  []string{"agentrun"},
+		Args:                     AgentArgs(spec),
+		Env:                      env,
+		EnvFrom:                  spec.EnvFrom,
+		WorkingDir:               WorkspaceDir,
+		VolumeMounts:             agentMounts,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          agentSecurityContext(spec),
+	}
+	if o.Resources != nil {
+		agent.Resources = *o.Resources
+	}
+
+	events := corev1.Container{
+		Name:            EventsContainer,
+		Image:           image,
+		ImagePullPolicy: pull,
+		Command:         []string{"agentrun"},
+		// --linger: after end, wait for the kubelet's SIGTERM (sent when
+		// the agent container exits) instead of exiting at once, which
+		// would make the kubelet restart the sidecar and replay the log.
+		Args:          []string{"tail", "--linger", "60s", EventsFile},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		VolumeMounts:  []corev1.VolumeMount{{Name: sharedVolume, MountPath: sharedDir, ReadOnly: true}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		InitContainers:                []corev1.Container{events},
+		Containers:                    []corev1.Container{agent},
+		Volumes:                       volumes,
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		ServiceAccountName:            o.ServiceAccountName,
+		NodeSelector:                  o.NodeSelector,
+		Tolerations:                   o.Tolerations,
+		Affinity:                      o.Affinity,
+		PriorityClassName:             o.PriorityClassName,
+		RuntimeClassName:              o.RuntimeClassName,
+		ImagePullSecrets:              o.ImagePullSecrets,
+		TerminationGracePeriodSeconds: ptr.To[int64](terminationGraceSeconds),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true),
+			RunAsUser:    ptr.To[int64](runnerUID),
+			RunAsGroup:   ptr.To[int64](runnerUID),
+			FSGroup:      ptr.To[int64](runnerUID),
+		},
+	}
+}
+
+// agentSecurityContext is what bubblewrap needs and nothing more
+// (TESTENV.md): non-root, no privilege escalation, no capabilities, and a
+// seccomp and AppArmor profile that allow the namespace and mount calls.
+// Without the sandbox the agent keeps the runtime's default profiles.
+func agentSecurityContext(spec v1alpha1.AgentRunSpec) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		RunAsNonRoot:             ptr.To(true),
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if sandboxOf(spec) == v1alpha1.SandboxBubblewrap {
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		sc.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+	}
+	if o := spec.PodOverrides; o != nil && o.SeccompProfile != nil {
+		sc.SeccompProfile = o.SeccompProfile.DeepCopy()
+	}
+	return sc
+}
+
+func sandboxOf(spec v1alpha1.AgentRunSpec) v1alpha1.SandboxMode {
+	if spec.Sandbox == "" {
+		return v1alpha1.SandboxBubblewrap
+	}
+	return spec.Sandbox
+}
+
+func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount) {
+	vols := []corev1.Volume{{Name: sharedVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mounts := []corev1.VolumeMount{{Name: sharedVolume, MountPath: sharedDir}}
+
+	ws := corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	wsMount := corev1.VolumeMount{Name: workspaceVolume, MountPath: WorkspaceDir}
+	if w := spec.Workspace; w != nil {
+		if w.ClaimName != "" {
+			ws.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}
+			wsMount.SubPath = w.SubPath
+		} else if w.SizeLimit != nil {
+			ws.EmptyDir.SizeLimit = w.SizeLimit
+		}
+	}
+	vols = append(vols, ws)
+	mounts = append(mounts, wsMount)
+
+	if s := spec.Session; s != nil && s.ClaimName != "" {
+		vols = append(vols, corev1.Volume{Name: sessionsVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: sessionsVolume, MountPath: SessionsDir})
+	}
+
+	var sources []corev1.VolumeProjection
+	for i, img := range spec.Images {
+		switch {
+		case img.ConfigMapKeyRef != nil:
+			sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: img.ConfigMapKeyRef.Name},
+				Items:                []corev1.KeyToPath{{Key: img.ConfigMapKeyRef.Key, Path: imageFile(i, img.ConfigMapKeyRef.Key)}},
+			}})
+		case img.SecretKeyRef != nil:
+			sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: img.SecretKeyRef.Name},
+				Items:                []corev1.KeyToPath{{Key: img.SecretKeyRef.Key, Path: imageFile(i, img.SecretKeyRef.Key)}},
+			}})
+		}
+	}
+	if len(sources) > 0 {
+		vols = append(vols, corev1.Volume{Name: imagesVolume, VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: sources}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: imagesVolume, MountPath: imagesDir, ReadOnly: true})
+	}
+	return vols, mounts
+}
+
+// imageFile keeps the key (and so its extension) under a directory per
+// position, so two images with the same key do not collide.
+func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
+
+// AgentArgs are the arguments of `agentrun` in the agent container, built
+// from the spec. Secrets never appear here: API keys reach the agent as
+// environment variables from Secret references, and a prompt from a
+// ConfigMap or Secret as $(AGENTRUN_PROMPT), which the kubelet expands.
+// The kubelet expands $(NAME) in every argument, so literal values escape
+// "$" as "$$".
+func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
+	a := []string{"run",
+		"--runtime", string(spec.Runtime),
+		"--format", "jsonl",
+		"--events", EventsFile,
+		"--summary", corev1.TerminationMessagePathDefault,
+		"--raw", RawFile,
+		"--cwd", WorkspaceDir,
+		"--timeout", strconv.FormatInt(int64(timeoutOf(spec)/time.Second), 10),
+	}
+	if spec.Model != "" {
+		a = append(a, "--model", literal(spec.Model))
+	}
+	if l := spec.Limits; l != nil {
+		if l.MaxTurns != nil {
+			a = append(a, "--max-turns", strconv.Itoa(int(*l.MaxTurns)))
+		}
+		if l.MaxTokens != nil {
+			a = append(a, "--max-tokens", strconv.FormatInt(*l.MaxTokens, 10))
+		}
+	}
+	if spec.Subagents != nil && !*spec.Subagents {
+		a = append(a, "--no-subagents")
+	}
+	a = append(a, "--sandbox", string(sandboxOf(spec)))
+	mode := spec.Network.Mode
+	if mode == "" {
+		mode = v1alpha1.NetworkFull
+	}
+	a = append(a, "--network", string(mode))
+	for _, h := range spec.Network.AllowHosts {
+		a = append(a, "--allow-host", literal(h))
+	}
+	for _, h := range spec.Network.AddHosts {
+		a = append(a, "--add-host", literal(h.Name+"="+h.IP))
+	}
+	for _, p := range spec.DenyRead {
+		a = append(a, "--deny-read", literal(p))
+	}
+	// The sandbox gives the agent a minimal environment; --pass-env names
+	// the container's variables (the Secret references of spec.env and
+	// spec.envFrom) that it passes on. Names only: values never appear
+	// in the arguments.
+	for _, e := range spec.Env {
+		a = append(a, "--pass-env", literal(e.Name))
+	}
+	for _, e := range spec.EnvFrom {
+		a = append(a, "--pass-env", literal(e.Prefix)+"*")
+	}
+	if s := spec.Session; s != nil && s.ClaimName != "" {
+		a = append(a, "--session-dir", SessionsDir)
+		if s.Resume != "" {
+			a = append(a, "--resume", literal(s.Resume))
+		}
+	}
+	for i, img := range spec.Images {
+		switch {
+		case img.Path != nil:
+			a = append(a, "--image", literal(path.Join(WorkspaceDir, *img.Path)))
+		case img.ConfigMapKeyRef != nil:
+			a = append(a, "--image", literal(path.Join(imagesDir, imageFile(i, img.ConfigMapKeyRef.Key))))
+		case img.SecretKeyRef != nil:
+			a = append(a, "--image", literal(path.Join(imagesDir, imageFile(i, img.SecretKeyRef.Key))))
+		}
+	}
+	// "--" ends the flags: a prompt that starts with "-" stays a prompt.
+	a = append(a, "--")
+	if t := spec.Prompt.Text; t != nil {
+		a = append(a, literal(*t))
+	} else {
+		a = append(a, fmt.Sprintf("$(%s)", promptEnv))
+	}
+	return a
+}
+
+// literal escapes a value for the kubelet's $(NAME) expansion.
+func literal(s string) string { return strings.ReplaceAll(s, "$", "$$") }

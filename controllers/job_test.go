@@ -1,0 +1,277 @@
+package controllers
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// newRun is a minimal AgentRun, as the API server returns it after
+// defaulting.
+func newRun(name string, edit func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
+	run := &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "0b9ad7a1-6c1e-4d65-9d8e-1f1b0a4d2c77"},
+		Spec: v1alpha1.AgentRunSpec{
+			Runtime:   v1alpha1.RuntimeClaudeCode,
+			Prompt:    v1alpha1.PromptSource{Text: ptr.To("fix the failing test")},
+			Timeout:   "1h",
+			Subagents: ptr.To(true),
+			Sandbox:   v1alpha1.SandboxBubblewrap,
+			Network:   v1alpha1.Network{Mode: v1alpha1.NetworkFull},
+		},
+	}
+	if edit != nil {
+		edit(&run.Spec)
+	}
+	return run
+}
+
+// fixed are the arguments every run starts with.
+var fixed = []string{"run", "--runtime", "claude-code", "--format", "jsonl", "--events", "/agentrun/events.jsonl",
+	"--summary", "/dev/termination-log", "--raw", "/agentrun/raw.jsonl", "--cwd", "/workspace"}
+
+func TestAgentArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*v1alpha1.AgentRunSpec)
+		want []string // after the fixed arguments
+	}{
+		{"defaults", nil, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "fix the failing test"}},
+		{"everything", func(s *v1alpha1.AgentRunSpec) {
+			s.Model = "claude-sonnet-5-5"
+			s.Timeout = "90s"
+			s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](7), MaxTokens: ptr.To[int64](100000)}
+			s.Subagents = ptr.To(false)
+			s.Sandbox = v1alpha1.SandboxNone
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"},
+				AddHosts: []v1alpha1.HostAddress{{Name: "gateway.test", IP: "10.0.0.7"}}}
+			s.DenyRead = []string{"/etc/secret"}
+			s.Env = []corev1.EnvVar{{Name: "ANTHROPIC_API_KEY", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}}}}
+			s.EnvFrom = []corev1.EnvFromSource{{Prefix: "GH_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "gh"}}},
+				{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "all"}}}}
+			s.Session = &v1alpha1.Session{ClaimName: "sessions", Resume: "abc-123"}
+			s.Images = []v1alpha1.ImageSource{{Path: ptr.To("shots/a.png")},
+				{ConfigMapKeyRef: &v1alpha1.KeyRef{Name: "imgs", Key: "b.jpg"}},
+				{SecretKeyRef: &v1alpha1.KeyRef{Name: "private", Key: "c.webp"}}}
+		}, []string{"--timeout", "90", "--model", "claude-sonnet-5-5", "--max-turns", "7", "--max-tokens", "100000",
+			"--no-subagents", "--sandbox", "none", "--network", "custom",
+			"--allow-host", "api.anthropic.com", "--allow-host", "*.github.com:443", "--add-host", "gateway.test=10.0.0.7",
+			"--deny-read", "/etc/secret", "--pass-env", "ANTHROPIC_API_KEY", "--pass-env", "GH_*", "--pass-env", "*",
+			"--session-dir", "/sessions", "--resume", "abc-123",
+			"--image", "/workspace/shots/a.png", "--image", "/agentrun-images/1/b.jpg", "--image", "/agentrun-images/2/c.webp",
+			"--", "fix the failing test"}},
+		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
+			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "$(AGENTRUN_PROMPT)"}},
+		{"dollars are not expanded by the kubelet", func(s *v1alpha1.AgentRunSpec) {
+			s.Prompt.Text = ptr.To("echo $(HOME) costs $5 $$")
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "echo $$(HOME) costs $$5 $$$$"}},
+		{"a prompt that looks like a flag", func(s *v1alpha1.AgentRunSpec) {
+			s.Prompt.Text = ptr.To("--help me")
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "--help me"}},
+		{"unset defaults", func(s *v1alpha1.AgentRunSpec) {
+			s.Timeout, s.Sandbox, s.Network.Mode, s.Subagents = "", "", "", nil
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "fix the failing test"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AgentArgs(newRun("r", tt.edit).Spec)
+			want := append(append([]string{}, fixed...), tt.want...)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("AgentArgs:\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+// expand is the kubelet's $(NAME) expansion, enough to check the escaping.
+func expand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			if j := strings.IndexByte(s[i:], ')'); j > 0 {
+				b.WriteString(env[s[i+2:i+j]])
+				i += j
+				continue
+			}
+			b.WriteString("$(")
+			i++
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+func TestLiteralSurvivesExpansion(t *testing.T) {
+	for _, s := range []string{"plain", "$(HOME)", "$$", "$", "a$b", "$(", "end$", "$(A)$(B)$$(C)"} {
+		if got := expand(literal(s), map[string]string{"HOME": "/root", "A": "x"}); got != s {
+			t.Errorf("expand(literal(%q)) = %q", s, got)
+		}
+	}
+}
+
+func TestJobName(t *testing.T) {
+	long := strings.Repeat("a", 60) + ".b-" + strings.Repeat("c", 40)
+	tests := []struct{ in, want string }{
+		{"short", "short"},
+		{strings.Repeat("x", 63), strings.Repeat("x", 63)},
+	}
+	for _, tt := range tests {
+		if got := JobName(tt.in); got != tt.want {
+			t.Errorf("JobName(%q) = %q", tt.in, got)
+		}
+	}
+	got := JobName(long)
+	if len(got) > 63 || got != JobName(long) || got == JobName(long+"x") || strings.Contains(got, ".-") {
+		t.Errorf("JobName(long) = %q: must be stable, unique and at most 63 characters", got)
+	}
+}
+
+func TestBuildJob(t *testing.T) {
+	run := newRun("review", func(s *v1alpha1.AgentRunSpec) {
+		s.PodOverrides = &v1alpha1.PodOverrides{
+			Labels:             map[string]string{KueueQueueLabel: "agents", LabelManagedBy: "someone-else"},
+			Annotations:        map[string]string{"team": "infra"},
+			NodeSelector:       map[string]string{"pool": "agents"},
+			Tolerations:        []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists}},
+			ServiceAccountName: "agent",
+			Resources:          &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: mustQuantity("2Gi")}},
+		}
+		s.Workspace = &v1alpha1.Workspace{ClaimName: "repo", SubPath: "src"}
+	})
+	job := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever})
+	spec := job.Spec
+	pod := spec.Template.Spec
+
+	check := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	check("name", job.Name, "review")
+	check("owner", job.OwnerReferences[0].UID, run.UID)
+	check("controller", *job.OwnerReferences[0].Controller, true)
+	check("backoffLimit", *spec.BackoffLimit, int32(0))
+	check("activeDeadlineSeconds", *spec.ActiveDeadlineSeconds, int64(3600+600))
+	check("suspend (Kueue label)", *spec.Suspend, true)
+	check("managed-by label wins over the user's", job.Labels[LabelManagedBy], ManagedBy)
+	check("queue label", job.Labels[KueueQueueLabel], "agents")
+	check("pod labels", spec.Template.Labels, job.Labels)
+	check("run annotation", spec.Template.Annotations[AnnotationRun], "review")
+	check("user annotation", spec.Template.Annotations["team"], "infra")
+	check("harvest finalizer", spec.Template.Finalizers, []string{HarvestFinalizer})
+	check("restartPolicy", pod.RestartPolicy, corev1.RestartPolicyNever)
+	check("automountServiceAccountToken", *pod.AutomountServiceAccountToken, false)
+	check("serviceAccountName", pod.ServiceAccountName, "agent")
+	check("nodeSelector", pod.NodeSelector, map[string]string{"pool": "agents"})
+	check("runAsNonRoot", *pod.SecurityContext.RunAsNonRoot, true)
+
+	if len(pod.InitContainers) != 1 || len(pod.Containers) != 1 {
+		t.Fatalf("want one sidecar and one container, got %d and %d", len(pod.InitContainers), len(pod.Containers))
+	}
+	ev, agent := pod.InitContainers[0], pod.Containers[0]
+	check("sidecar name", ev.Name, EventsContainer)
+	check("sidecar restartPolicy", *ev.RestartPolicy, corev1.ContainerRestartPolicyAlways)
+	check("sidecar args", ev.Args, []string{"tail", "--linger", "60s", EventsFile})
+	check("sidecar mount read-only", ev.VolumeMounts[0].ReadOnly, true)
+	check("agent name", agent.Name, AgentContainer)
+	check("agent image", agent.Image, "runner:1")
+	check("pull policy", agent.ImagePullPolicy, corev1.PullNever)
+	check("termination message path", agent.TerminationMessagePath, "/dev/termination-log")
+	check("termination message policy", agent.TerminationMessagePolicy, corev1.TerminationMessageReadFile)
+	check("agent memory limit", agent.Resources.Limits.Memory().String(), "2Gi")
+	sc := agent.SecurityContext
+	check("no privilege escalation", *sc.AllowPrivilegeEscalation, false)
+	check("capabilities", sc.Capabilities.Drop, []corev1.Capability{"ALL"})
+	check("seccomp (bubblewrap)", sc.SeccompProfile.Type, corev1.SeccompProfileTypeUnconfined)
+	check("apparmor (bubblewrap)", sc.AppArmorProfile.Type, corev1.AppArmorProfileTypeUnconfined)
+	check("privileged", sc.Privileged, (*bool)(nil))
+
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	check("shared emptyDir", vols[sharedVolume].EmptyDir != nil, true)
+	check("workspace claim", vols[workspaceVolume].PersistentVolumeClaim.ClaimName, "repo")
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range agent.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	check("workspace subPath", mounts[WorkspaceDir].SubPath, "src")
+	check("shared mount", mounts[sharedDir].Name, sharedVolume)
+
+	// The Job is a pure function: the same run gives the same Job, and it
+	// shares nothing with the run.
+	if again := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever}); !reflect.DeepEqual(again, job) {
+		t.Error("BuildJob is not deterministic")
+	}
+	job.Spec.Template.Spec.Tolerations[0].Key = "changed"
+	if run.Spec.PodOverrides.Tolerations[0].Key != "agents" {
+		t.Error("the Job shares memory with the AgentRun")
+	}
+}
+
+func TestBuildJobWithoutSandbox(t *testing.T) {
+	run := newRun("plain", func(s *v1alpha1.AgentRunSpec) {
+		s.Sandbox = v1alpha1.SandboxNone
+		s.Prompt = v1alpha1.PromptSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "task"}, Key: "prompt"}}
+		s.Images = []v1alpha1.ImageSource{{ConfigMapKeyRef: &v1alpha1.KeyRef{Name: "imgs", Key: "a.png"}}}
+	})
+	job := BuildJob(run, JobConfig{RunnerImage: "runner:1"})
+	agent := job.Spec.Template.Spec.Containers[0]
+	if *job.Spec.Suspend {
+		t.Error("a Job without a queue label must not be suspended")
+	}
+	if agent.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || agent.SecurityContext.AppArmorProfile != nil {
+		t.Errorf("without the sandbox the agent keeps the default profiles: %+v", agent.SecurityContext)
+	}
+	var prompt *corev1.EnvVar
+	for i := range agent.Env {
+		if agent.Env[i].Name == promptEnv {
+			prompt = &agent.Env[i]
+		}
+	}
+	if prompt == nil || prompt.ValueFrom.ConfigMapKeyRef.Name != "task" {
+		t.Fatalf("the prompt must come from the ConfigMap through %s: %+v", promptEnv, agent.Env)
+	}
+	var images *corev1.Volume
+	for i, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == imagesVolume {
+			images = &job.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if images == nil || images.Projected.Sources[0].ConfigMap.Items[0].Path != "0/a.png" {
+		t.Fatalf("images volume: %+v", images)
+	}
+}
+
+func TestSeccompOverride(t *testing.T) {
+	run := newRun("local", func(s *v1alpha1.AgentRunSpec) {
+		s.PodOverrides = &v1alpha1.PodOverrides{SeccompProfile: &corev1.SeccompProfile{
+			Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("agentrun-bwrap.json")}}
+	})
+	sc := BuildJob(run, JobConfig{}).Spec.Template.Spec.Containers[0].SecurityContext
+	if sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != "agentrun-bwrap.json" {
+		t.Errorf("seccomp override ignored: %+v", sc.SeccompProfile)
+	}
+}
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
