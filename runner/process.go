@@ -114,7 +114,6 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		if prepared, err = sandbox.Prepare(*ps.sandbox, env, argv); err != nil {
 			return nil, err
 		}
-		p.cleanup = append(p.cleanup, prepared.Cleanup)
 		argv, env = prepared.Argv, prepared.Env
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)

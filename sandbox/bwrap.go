@@ -141,15 +141,17 @@ func itoa(n int) string {
 }
 
 // PrepareDeny turns deny paths into mount entries. A path that does not
-// exist gets a placeholder on the host (a directory, or an empty file for
-// the known credential files), so that the sandbox mounts over it and a
-// file created there later stays hidden; the placeholders are returned for
-// removal after the run. Where this user may not create the path, neither
-// can the run, and it is left alone. Paths under /tmp need no placeholder:
-// the sandbox has its own /tmp.
-func PrepareDeny(paths []string) ([]Deny, []string, error) {
+// exist gets a placeholder on the host (an empty directory, or an empty file
+// for the known credential files), so that the sandbox mounts over it and a
+// file created there during the run stays hidden. Placeholders are left in
+// place: removing one while another run's sandbox is mounted over it would
+// silently drop that run's protection (the kernel detaches a mount whose
+// mount point is deleted in another namespace), and an empty ~/.ssh or
+// ~/.netrc is harmless. Where this user may not create or see the path,
+// neither can the run, and it is left alone. Paths under /tmp need no
+// placeholder: the sandbox has its own /tmp.
+func PrepareDeny(paths []string) ([]Deny, error) {
 	var out []Deny
-	var created []string
 	for _, p := range paths {
 		p = filepath.Clean(p)
 		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
@@ -160,82 +162,48 @@ func PrepareDeny(paths []string) ([]Deny, []string, error) {
 		}
 		st, err := os.Stat(p)
 		if errors.Is(err, fs.ErrPermission) {
-			// This user cannot even look there, so neither can the run.
 			continue
 		}
 		if err != nil && !os.IsNotExist(err) {
-			return nil, created, err
+			return nil, err
 		}
 		if err != nil {
-			isFile := fileLike[filepath.Base(p)]
-			made, err := makePlaceholder(p, isFile)
-			created = append(created, made...)
+			err := makePlaceholder(p, fileLike[filepath.Base(p)])
 			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-				// This user cannot create the path, so nothing of this
-				// run can either; only another user could, later.
 				continue
 			}
-			if err != nil {
-				return nil, created, err
+			// Another run may have made it meanwhile.
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return nil, err
 			}
 			if st, err = os.Stat(p); err != nil {
-				return nil, created, err
+				return nil, err
 			}
 		}
 		// bwrap mounts inside the new root, where an absolute symlink on the
 		// way (/var/run -> /run) would point out of it: mount at the real path.
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
-			return nil, created, err
+			return nil, err
 		}
 		out = append(out, Deny{Path: real, IsDir: st.IsDir()})
 	}
-	return out, created, nil
+	return out, nil
 }
 
-// makePlaceholder creates p (and missing parents) and returns what it
-// created, deepest last.
-func makePlaceholder(p string, isFile bool) ([]string, error) {
-	var missing []string
-	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		missing = append([]string{d}, missing...)
-	}
-	var created []string
-	for _, d := range missing {
-		// Parents are world-traversable, as such directories usually are:
-		// one left behind by a killed run must not lock other users out.
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return created, err
-		}
-		created = append(created, d)
+// makePlaceholder creates p and its missing parents. Parents are
+// world-traversable, as such directories usually are, so that one made by
+// root does not lock other users out; p itself is private.
+func makePlaceholder(p string, isFile bool) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
 	}
 	if isFile {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
-			return created, err
+			return err
 		}
-		f.Close()
-	} else if err := os.Mkdir(p, 0o700); err != nil {
-		return created, err
+		return f.Close()
 	}
-	return append(created, p), nil
-}
-
-// RemovePlaceholders removes what PrepareDeny created, deepest first, and
-// only while it is still empty: anything written there meanwhile stays.
-func RemovePlaceholders(created []string) {
-	for i := len(created) - 1; i >= 0; i-- {
-		p := created[i]
-		st, err := os.Lstat(p)
-		if err != nil {
-			continue
-		}
-		if !st.IsDir() && st.Size() > 0 {
-			continue
-		}
-		_ = os.Remove(p) // fails, as intended, on a non-empty directory
-	}
+	return os.Mkdir(p, 0o700)
 }

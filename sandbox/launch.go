@@ -19,8 +19,7 @@ type Prepared struct {
 	Env        []string
 	ExtraFiles []*os.File
 
-	control      *os.File // the runner's end of the control socket
-	placeholders []string
+	control *os.File // the runner's end of the control socket
 }
 
 // Prepare builds the bubblewrap command for argv. env is the complete
@@ -30,19 +29,16 @@ func Prepare(cfg Config, env, argv []string) (*Prepared, error) {
 	if err != nil {
 		return nil, errors.New("bubblewrap is not installed (no bwrap in PATH): install it (apt-get install bubblewrap) or pass --sandbox none")
 	}
-	deny, placeholders, err := PrepareDeny(cfg.DenyRead)
+	deny, err := PrepareDeny(cfg.DenyRead)
 	if err != nil {
-		RemovePlaceholders(placeholders)
 		return nil, fmt.Errorf("cannot protect the deny-read paths: %w", err)
 	}
 	prog, err := Filter()
 	if err != nil {
-		RemovePlaceholders(placeholders)
 		return nil, err
 	}
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		RemovePlaceholders(placeholders)
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	// The runner's end must accept the helper's credentials, and be
@@ -54,14 +50,12 @@ func Prepare(cfg Config, env, argv []string) (*Prepared, error) {
 	if err != nil {
 		syscall.Close(pair[0])
 		syscall.Close(pair[1])
-		RemovePlaceholders(placeholders)
 		return nil, err
 	}
 	seccompR, seccompW, err := os.Pipe()
 	if err != nil {
 		syscall.Close(pair[0])
 		syscall.Close(pair[1])
-		RemovePlaceholders(placeholders)
 		return nil, err
 	}
 	// The program is a few hundred bytes: it fits the pipe's buffer.
@@ -81,11 +75,10 @@ func Prepare(cfg Config, env, argv []string) (*Prepared, error) {
 	full := append(Args(bwrap, cfg, deny, 4), init...)
 	full = append(full, argv...)
 	return &Prepared{
-		Argv:         full,
-		Env:          env,
-		ExtraFiles:   []*os.File{os.NewFile(uintptr(pair[1]), "sandbox-control"), seccompR},
-		control:      os.NewFile(uintptr(pair[0]), "sandbox-control-runner"),
-		placeholders: placeholders,
+		Argv:       full,
+		Env:        env,
+		ExtraFiles: []*os.File{os.NewFile(uintptr(pair[1]), "sandbox-control"), seccompR},
+		control:    os.NewFile(uintptr(pair[0]), "sandbox-control-runner"),
 	}, nil
 }
 
@@ -159,9 +152,6 @@ func (p *Prepared) Receive(timeout time.Duration) (*Ready, error) {
 	return r, nil
 }
 
-// Cleanup removes the deny-read placeholders; call it after the run.
-func (p *Prepared) Cleanup() { RemovePlaceholders(p.placeholders) }
-
 // ProcMountFailed reports whether bubblewrap's error is the /proc mount,
 // which a container's masked /proc forbids (the outer /proc then works).
 func ProcMountFailed(bwrapStderr string) bool {
@@ -178,6 +168,8 @@ func Advice(bwrapStderr string) string {
 	case ProcMountFailed(msg):
 		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
 			"In a Pod use seccompProfile Unconfined (or a Localhost profile allowing mount) and procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+	case strings.Contains(msg, "Can't mkdir") || strings.Contains(msg, "Can't create file"):
+		return fmt.Sprintf("bubblewrap could not prepare a mount point (%s): a deny-read path or the workspace changed while the sandbox started; try again", msg)
 	case strings.Contains(msg, "execvp"):
 		return fmt.Sprintf("bubblewrap started but could not run the agent's helper (%s): "+
 			"the agentrun binary or the command must be readable inside the sandbox", msg)

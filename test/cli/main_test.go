@@ -115,7 +115,9 @@ func runAgentrun(t *testing.T, inv invocation) *result {
 	ctx, cancel := context.WithTimeout(context.Background(), inv.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, agentrun, args...)
-	cmd.Env = append(os.Environ(), inv.env...)
+	// A home of its own: the sandbox's default deny list lives there, and
+	// placeholders for missing entries would otherwise land in the real one.
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), inv.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
