@@ -172,7 +172,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	}
 	ready, err := prepared.Receive(sandboxStartTimeout)
 	if err != nil {
-		p.signal(syscall.SIGKILL)
+		p.kill()
 		<-p.exited // bwrap's stderr is complete once it exited
 		if p.stdout != nil {
 			p.stdout.Close()
@@ -259,19 +259,9 @@ func (p *process) interrupt(sig syscall.Signal) {
 	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
-// signal sends sig to the whole process group while the CLI runs.
-func (p *process) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done {
-		if sig == syscall.SIGKILL {
-			// Leftover children of an exited CLI.
-			_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-		}
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-}
+// kill sends SIGKILL to the whole process group: the CLI, bwrap and
+// anything they started, including what an exited CLI left behind.
+func (p *process) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
 
 // wait returns the exit once the process ended (stdout was read to EOF).
 func (p *process) wait() exitInfo {
@@ -279,8 +269,7 @@ func (p *process) wait() exitInfo {
 	if p.stdout != nil {
 		p.stdout.Close()
 	}
-	// Do not leave anything of the run behind.
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.kill() // do not leave anything of the run behind
 	p.close()
 	var info exitInfo
 	st := p.state

@@ -410,7 +410,7 @@ func (s *stopper) stop(cause, detail string) {
 	}
 	s.cause, s.detail = cause, detail
 	s.proc.interrupt(syscall.SIGINT)
-	time.AfterFunc(s.grace, func() { s.proc.signal(syscall.SIGKILL) })
+	time.AfterFunc(s.grace, func() { s.proc.kill() })
 }
 
 func (s *stopper) result() (string, string) {

@@ -81,7 +81,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		select {
 		case <-ctx.Done():
 			proc.interrupt(syscall.SIGINT)
-			time.AfterFunc(DefaultGrace, func() { proc.signal(syscall.SIGKILL) })
+			time.AfterFunc(DefaultGrace, func() { proc.kill() })
 		case <-proc.exited:
 		}
 	}()
