@@ -142,7 +142,7 @@ func checkOpenAIStart(t *testing.T, r *result, runtime, model string) {
 
 func TestCodexInterruptAndTimeout(t *testing.T) {
 	t.Run("SIGINT to agentrun", func(t *testing.T) {
-		r := codexRun(t, "scenario:slow tell a story", invocation{signal: interruptAfter(5*time.Second, syscall.SIGINT)})
+		r := codexRun(t, "scenario:slow tell a story", invocation{signal: interruptAfter(8*time.Second, syscall.SIGINT)})
 		end := r.end()
 		if end == nil || end.Status != events.StatusInterrupted || r.exit != 130 || end.Detail != "" {
 			t.Fatalf("end %+v, agentrun exit %d; want interrupted, 130", end, r.exit)
@@ -154,10 +154,10 @@ func TestCodexInterruptAndTimeout(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
-		r := codexRun(t, "scenario:slow tell a story", invocation{}, "--timeout", "5")
+		r := codexRun(t, "scenario:slow tell a story", invocation{}, "--timeout", "8")
 		end := r.end()
-		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 5 reached" || r.exit != 124 {
-			t.Fatalf("end %+v, exit %d; want timeout with detail --timeout 5 reached", end, r.exit)
+		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 8 reached" || r.exit != 124 {
+			t.Fatalf("end %+v, exit %d; want timeout with detail --timeout 8 reached", end, r.exit)
 		}
 		if took := time.Since(start); took > 30*time.Second {
 			t.Errorf("the timeout took %s to stop the run", took)
@@ -166,8 +166,10 @@ func TestCodexInterruptAndTimeout(t *testing.T) {
 			t.Errorf("types %s", got)
 		}
 		// The slow reply was streaming when codex stopped: the mock saw
-		// the client go away.
-		if l := r.srv.Ledger(); len(l) != 1 || !l[0].Aborted {
+		// the client go away (on a loaded machine codex may not have asked
+		// yet; it never got an answer either way).
+		l := r.srv.Ledger()
+		if len(l) > 1 || (len(l) == 1 && !l[0].Aborted) {
 			t.Errorf("ledger %+v", l)
 		}
 	})
