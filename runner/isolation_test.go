@@ -109,3 +109,20 @@ func TestFailureDetail(t *testing.T) {
 		}
 	}
 }
+
+func TestVisibleUnderTmp(t *testing.T) {
+	tests := []struct {
+		bin  string
+		want []string
+	}{
+		{"/usr/local/bin/claude", nil},
+		{"/tmp/fake/claude", []string{"/tmp/fake"}},
+		{"/tmp/ci/.cache/clis/codex/node_modules/.bin/codex", []string{"/tmp/ci/.cache/clis/codex"}},
+		{"/work/.cache/clis/pi/node_modules/.bin/pi", nil},
+	}
+	for _, tt := range tests {
+		if got := visibleUnderTmp(tt.bin); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("visibleUnderTmp(%s) = %v, want %v", tt.bin, got, tt.want)
+		}
+	}
+}

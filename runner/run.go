@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -316,16 +317,28 @@ func selfExe() string {
 }
 
 // visibleUnderTmp lists what of the CLI must be bound back into the
-// sandbox because it lives under /tmp, which the sandbox replaces: the
-// directory of the binary, and of its resolved target.
+// sandbox because it lives under /tmp, which the sandbox replaces: for a
+// CLI installed with npm the whole install (the folder holding its
+// node_modules: node CLIs load their dependencies and platform binaries
+// from there), else the directory of the binary and of its resolved target.
 func visibleUnderTmp(bin string) []string {
 	var out []string
 	for _, p := range []string{bin, resolved(bin)} {
-		if d := filepath.Dir(p); d == "/tmp" || strings.HasPrefix(d, "/tmp/") {
+		d := installRoot(p)
+		if (d == "/tmp" || strings.HasPrefix(d, "/tmp/")) && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// installRoot is the folder that holds the outermost node_modules on p's
+// path, or p's directory when there is none.
+func installRoot(p string) string {
+	if i := strings.Index(p, "/node_modules/"); i > 0 {
+		return p[:i]
+	}
+	return filepath.Dir(p)
 }
 
 func resolved(p string) string {
