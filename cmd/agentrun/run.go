@@ -62,6 +62,9 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	if ferr != nil {
 		out, _ = newRenderer("jsonl", stdout, stderr)
 	}
+	// Where the runtime's stderr goes is the chosen format's business (rich
+	// inserts it into its scroll area), decided before any --events tee.
+	runtimeStderr := stderrFor(out, stderr)
 	if eventsPath != "" {
 		// Created before anything else, so that a follower finds it.
 		f, err := os.OpenFile(eventsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -98,6 +101,6 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	end := runner.Run(ctx, o, out, stderrFor(out, stderr))
+	end := runner.Run(ctx, o, out, runtimeStderr)
 	return exitCodes[end.Status]
 }
