@@ -6,10 +6,12 @@ package charts
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,6 +109,59 @@ func TestHelmTemplate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterValues: hack/cluster-values.yaml, with which make demo and the
+// end-to-end tests install the chart on hack/cluster.sh's cluster, renders
+// a manager that uses the imported images and reaches the API server on the
+// node bridge (there is no kube-proxy there).
+func TestClusterValues(t *testing.T) {
+	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "agentrun-system",
+		"--kube-version", "1.34.0", "-f", "hack/cluster-values.yaml"))
+	dep := find(objs, "Deployment", "ar-manager")
+	if dep == nil {
+		t.Fatal("no manager Deployment")
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						ImagePullPolicy string            `json:"imagePullPolicy"`
+						Args            []string          `json:"args"`
+						Env             []json.RawMessage `json:"env"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	b, _ := yaml.Marshal(dep)
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers
+	if len(c) != 1 {
+		t.Fatalf("containers %d", len(c))
+	}
+	if c[0].ImagePullPolicy != "Never" || !slices.Contains(c[0].Args, "--runner-image-pull-policy=Never") {
+		t.Errorf("pull policies: %s %v", c[0].ImagePullPolicy, c[0].Args)
+	}
+	env := map[string]string{}
+	for _, raw := range c[0].Env {
+		var e struct{ Name, Value string }
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		env[e.Name] = e.Value
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "10.200.0.1" || env["KUBERNETES_SERVICE_PORT"] != "16443" {
+		t.Errorf("manager env %v: want the API server's endpoint on the node bridge", env)
+	}
+	// The default values set no environment at all.
+	plain := find(docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0")), "Deployment", "ar-manager")
+	if b, _ := yaml.Marshal(plain); strings.Contains(string(b), "KUBERNETES_SERVICE_HOST") {
+		t.Error("the default values point the manager somewhere")
 	}
 }
 

@@ -2,20 +2,22 @@
 # `make demo` / `make demo-down`: one AgentRun on a real Kubernetes.
 #
 #   hack/cluster-demo.sh up     cluster (hack/cluster.sh up, unless KUBECONFIG
-#                               is set), images imported, CRD installed, the
-#                               manager started outside the cluster with the
-#                               kubeconfig (no kube-proxy here), the mock model
-#                               on the node bridge address, a Secret with a
-#                               dummy key, the sample AgentRun applied and
-#                               waited for; prints it as YAML
-#   hack/cluster-demo.sh down   stops the manager and the mock model, deletes
-#                               the demo objects, and (if `up` started it) the
+#                               is set); the operator installed with the Helm
+#                               chart (hack/cluster-install.sh); the
+#                               mock model on the node bridge address; a
+#                               Secret with a dummy key; the sample AgentRun
+#                               applied and waited for; prints it as YAML
+#   hack/cluster-demo.sh down   stops the mock model, deletes the demo objects
+#                               and the release, and (if `up` started it) the
 #                               cluster
 #
-# With KUBECONFIG set the cluster is yours: images are not imported (the
-# runner image must already be on the nodes as agentrun-runner:dev) and the
-# mock model must be reachable from the Pods at MOCK_HOST_IP (default the
-# node bridge address 10.200.0.1).
+# With KUBECONFIG set the cluster is yours (kind, for example): images are not
+# imported, so agentrun-manager:dev and agentrun-runner:dev must already be on
+# the nodes (`kind load docker-image ...`); HELM_VALUES names an extra values
+# file; the mock model must be reachable from the Pods at MOCK_HOST_IP
+# (default 10.200.0.1, the node bridge of hack/cluster.sh).
+# With ANTHROPIC_API_KEY set the run talks to the real model instead of the
+# mock; the run may reach api.anthropic.com:443 only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${AGENTRUN_CLUSTER_CACHE:-$root/.cache/cluster}"
@@ -39,47 +41,34 @@ stop_pid() { # file
   rm -f "$1"
 }
 
-up() {
-  local t0 kubectl
-  t0=$(date +%s)
-  mkdir -p "$demo"
-  if [ -z "${KUBECONFIG:-}" ]; then
-    KUBECONFIG=$("$root/hack/cluster.sh" up)
-    echo "$KUBECONFIG" >"$demo/started-cluster"
-    "$root/hack/cluster-images.sh" import manager runner
+# agentrun_manifest prints the demo AgentRun: against the mock model, or
+# against Anthropic's API when ANTHROPIC_API_KEY is set.
+agentrun_manifest() {
+  if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
+    cat <<EOF
+apiVersion: agentrun.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: $name
+spec:
+  runtime: claude-code
+  model: ${DEMO_MODEL:-sonnet}
+  prompt:
+    text: "List the files in the workspace with ls, then say in one sentence what you found."
+  env:
+    - name: ANTHROPIC_API_KEY
+      valueFrom:
+        secretKeyRef: {name: agent-keys, key: anthropic}
+  timeout: 5m
+  maxTurns: 5
+  network:
+    mode: custom
+    allowHosts:
+      - api.anthropic.com:443
+EOF
+    return
   fi
-  export KUBECONFIG
-  kubectl="$("$root/hack/envtest-assets.sh")/kubectl"
-  echo "$kubectl" >"$demo/kubectl"
-
-  (cd "$root" && go build -o "$demo/manager" ./cmd/manager && go build -o "$demo/mockmodel" ./cmd/mockmodel &&
-    cd hack/images && go build -o "$demo/forward" ./forward)
-
-  "$kubectl" apply -f "$root/config/crd/bases/" >&2
-  "$kubectl" wait --for=condition=Established crd/agentruns.agentrun.dev --timeout=60s >/dev/null
-
-  # The mock model listens on loopback only; forward shows it to the Pods.
-  if ! { [ -f "$demo/mockmodel.pid" ] && kill -0 "$(cat "$demo/mockmodel.pid")" 2>/dev/null; }; then
-    : >"$demo/mock.url"
-    setsid "$demo/mockmodel" --addr 127.0.0.1:0 >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
-    echo $! >"$demo/mockmodel.pid"
-    for _ in $(seq 50); do [ -s "$demo/mock.url" ] && break; sleep 0.1; done
-    stop_pid "$demo/forward.pid"
-    setsid "$demo/forward" "$host_ip:$mock_port" "$(head -1 "$demo/mock.url" | sed 's|^http://||')" \
-      >"$demo/forward.log" 2>&1 </dev/null &
-    echo $! >"$demo/forward.pid"
-  fi
-  if ! { [ -f "$demo/manager.pid" ] && kill -0 "$(cat "$demo/manager.pid")" 2>/dev/null; }; then
-    setsid "$demo/manager" --metrics-bind-address 0 --health-probe-bind-address 127.0.0.1:0 \
-      --runner-image agentrun-runner:dev --runner-image-pull-policy IfNotPresent \
-      >"$demo/manager.log" 2>&1 </dev/null &
-    echo $! >"$demo/manager.pid"
-  fi
-
-  "$kubectl" delete agentrun "$name" --ignore-not-found --wait=true >/dev/null
-  "$kubectl" create secret generic agent-keys --from-literal=anthropic=mock-key \
-    --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-  "$kubectl" apply -f - >&2 <<EOF
+  cat <<EOF
 apiVersion: agentrun.dev/v1alpha1
 kind: AgentRun
 metadata:
@@ -106,20 +95,62 @@ spec:
       - mock-model.test:$mock_port
       - $host_ip:$mock_port
 EOF
-  log "waiting for agentrun/$name to succeed"
+}
+
+# start_mock runs the loopback-only mock model and shows it to the Pods on
+# the node bridge address through hack/images/forward.
+start_mock() {
+  (cd "$root" && go build -o "$demo/mockmodel" ./cmd/mockmodel && cd hack/images && go build -o "$demo/forward" ./forward)
+  if { [ -f "$demo/mockmodel.pid" ] && kill -0 "$(cat "$demo/mockmodel.pid")" 2>/dev/null; }; then
+    return
+  fi
+  : >"$demo/mock.url"
+  setsid "$demo/mockmodel" --addr 127.0.0.1:0 >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
+  echo $! >"$demo/mockmodel.pid"
+  for _ in $(seq 50); do [ -s "$demo/mock.url" ] && break; sleep 0.1; done
+  stop_pid "$demo/forward.pid"
+  setsid "$demo/forward" "$host_ip:$mock_port" "$(head -1 "$demo/mock.url" | sed 's|^http://||')" \
+    >"$demo/forward.log" 2>&1 </dev/null &
+  echo $! >"$demo/forward.pid"
+}
+
+up() {
+  local t0 t1 key=mock-key
+  t0=$(date +%s)
+  mkdir -p "$demo"
+  if [ -z "${KUBECONFIG:-}" ]; then
+    KUBECONFIG=$("$root/hack/cluster.sh" up)
+    echo "$KUBECONFIG" >"$demo/started-cluster"
+  fi
+  export KUBECONFIG
+  kubectl="$("$root/hack/envtest-assets.sh")/kubectl"
+  echo "$kubectl" >"$demo/kubectl"
+
+  "$root/hack/cluster-install.sh"
+  if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
+    key=$ANTHROPIC_API_KEY
+  else
+    start_mock
+  fi
+  "$kubectl" delete agentrun "$name" --ignore-not-found --wait=true >/dev/null
+  "$kubectl" create secret generic agent-keys --from-literal=anthropic="$key" \
+    --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+  agentrun_manifest | "$kubectl" apply -f - >&2
+  t1=$(date +%s)
+  log "waiting for agentrun/$name to finish"
   if ! "$kubectl" wait --for=condition=Succeeded "agentrun/$name" --timeout=300s >&2; then
     "$kubectl" get agentrun "$name" -o yaml
     "$kubectl" get pods -o wide >&2 || true
-    log "agentrun/$name did not succeed; manager log: $demo/manager.log"
+    "$kubectl" -n agentrun-system logs deploy/agentrun-manager --tail 30 >&2 || true
+    log "agentrun/$name did not succeed"
     exit 1
   fi
   "$kubectl" get agentrun "$name" -o yaml
-  log "done in $(( $(date +%s) - t0 ))s (hack/cluster-demo.sh down, or make demo-down, to stop)"
+  log "Succeeded $(($(date +%s) - t1))s after apply; demo done in $(($(date +%s) - t0))s (make demo-down stops it)"
 }
 
 down() {
-  local kubectl
-  stop_pid "$demo/manager.pid"
+  local kubectl helm
   stop_pid "$demo/forward.pid"
   stop_pid "$demo/mockmodel.pid"
   if [ -f "$demo/started-cluster" ]; then
@@ -128,6 +159,8 @@ down() {
     kubectl=$(cat "$demo/kubectl")
     "$kubectl" delete agentrun "$name" --ignore-not-found >&2 || true
     "$kubectl" delete secret agent-keys --ignore-not-found >&2 || true
+    helm=$("$root/hack/k8s-tool.sh" helm)
+    "$helm" uninstall agentrun --namespace agentrun-system --kubeconfig "$KUBECONFIG" >&2 || true
   fi
   rm -rf "$demo"
 }

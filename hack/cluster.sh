@@ -19,12 +19,15 @@
 #   state/       certificates, kubeconfig, etcd data, containerd and kubelet
 #                roots, logs, PIDs, the saved kernel settings
 #
-# Listeners: etcd, kube-apiserver, controller-manager, scheduler, the kubelet's
-# healthz and containerd's streaming server on 127.0.0.1; the kubelet's API on
-# the node address 10.200.0.1 of the port-less bridge agentrun-node that `up`
-# creates. Pods get 10.201.0.0/24 on the CNI bridge agentrun-cni0 (gateway
-# 10.201.0.1); they reach the host on 10.200.0.1. No kube-proxy: Services do
-# not route, so controllers run outside the cluster with the kubeconfig.
+# Listeners: etcd, controller-manager, scheduler, the kubelet's healthz and
+# containerd's streaming server on 127.0.0.1; the kube-apiserver and the
+# kubelet's API on the node address 10.200.0.1 of the port-less bridge
+# agentrun-node that `up` creates, reachable from this host and its Pods only.
+# Pods get 10.201.0.0/24 on the CNI bridge agentrun-cni0 (gateway 10.201.0.1);
+# they reach the host on 10.200.0.1. No kube-proxy: Service addresses do not
+# route, so an in-cluster client (the manager) is pointed at the API server's
+# own endpoint, 10.200.0.1:16443, by KUBERNETES_SERVICE_HOST/PORT
+# (hack/cluster-values.yaml).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${AGENTRUN_CLUSTER_CACHE:-$root/.cache/cluster}"
@@ -146,7 +149,7 @@ kind: Config
 clusters:
 - name: agentrun
   cluster:
-    server: https://127.0.0.1:$api_port
+    server: https://$node_ip:$api_port
     certificate-authority: $p/ca.crt
 users:
 - name: $2
@@ -316,7 +319,7 @@ up() {
   start containerd "$pkgs/usr/bin/containerd" --config "$state/containerd/config.toml"
   local p="$state/pki"
   start kube-apiserver "$assets/kube-apiserver" \
-    --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node_ip" \
+    --bind-address "$node_ip" --secure-port "$api_port" --advertise-address "$node_ip" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --client-ca-file "$p/ca.crt" --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
