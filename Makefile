@@ -55,7 +55,8 @@ envtest:
 	@hack/envtest-assets.sh
 
 ## demo: a real single-node Kubernetes (hack/cluster.sh, unless KUBECONFIG is set), the images
-## built without Docker, the CRD and the manager, one claude-code AgentRun against the mock model.
+## built without Docker, the operator installed with its Helm chart, one claude-code AgentRun
+## against the mock model, printed with its status.
 demo: setup
 	hack/cluster-demo.sh up
 

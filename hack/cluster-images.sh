@@ -14,7 +14,7 @@
 #   manager  docker.io/library/agentrun-manager:dev: /manager, CA certificates,
 #            user 65532
 #   runner   docker.io/library/agentrun-runner:dev: a Debian bookworm rootfs
-#            (debootstrap --variant=minbase) + bubblewrap ca-certificates git
+#            (debootstrap --variant=minbase) + bubblewrap ca-certificates curl git
 #            (apt-get in the chroot), Node 22, the pinned CLIs of .cache/clis
 #            (hack/install-clis.sh), agentrun and agentrun-sandbox-init; user
 #            1000 ("node"), HOME=/home/node, WORKDIR /workspace
@@ -30,7 +30,7 @@ mkdir -p "$out"
 log() { echo "cluster-images: $*" >&2; }
 
 # The recipe (checked against the Dockerfiles by hack/images/recipe_test.go).
-runner_apt_packages=(bubblewrap ca-certificates git)
+runner_apt_packages=(bubblewrap ca-certificates curl git)
 runner_npm_packages=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.171.0 @mariozechner/pi-coding-agent@0.73.1)
 runner_node_version=22
 runner_env=(HOME=/home/node DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1)
@@ -85,6 +85,8 @@ runner_rootfs() {
   dir="$cache/rootfs/runner-$k"
   [ -f "$dir/.done" ] && { echo "$dir"; return; }
   command -v debootstrap >/dev/null || { log "installing debootstrap (apt-get)"; apt-get install -y debootstrap >&2; }
+  # An older recipe's rootfs is of no further use.
+  find "$cache/rootfs" -maxdepth 1 -name 'runner-*' ! -name "runner-$k" -exec rm -rf {} + 2>/dev/null || true
   rm -rf "$dir"; mkdir -p "$dir"
   log "debootstrap bookworm minbase into $dir"
   debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian >&2

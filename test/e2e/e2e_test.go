@@ -2,14 +2,15 @@
 
 // Package e2e runs agentrun's operator on a real single-node Kubernetes
 // (hack/cluster.sh): `make test-e2e`, as root. TestMain brings the cluster
-// up, imports the runner image built without Docker (hack/cluster-images.sh),
-// installs the CRD and starts the manager outside the cluster with the
-// kubeconfig (the cluster has no kube-proxy); it takes everything down at
-// the end unless AGENTRUN_E2E_KEEP=1.
+// up and installs the operator with its Helm chart (hack/cluster-install.sh:
+// the manager and runner images built without Docker, the manager in the
+// cluster); it takes everything down at the end unless AGENTRUN_E2E_KEEP=1.
+// Each test starts its own mock model, shown to the Pods on the node bridge.
 package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,10 +18,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
@@ -30,6 +32,9 @@ import (
 // nodeIP is the host's address on the node bridge hack/cluster.sh creates;
 // Pods reach the host there.
 const nodeIP = "10.200.0.1"
+
+// mockHost is the mock model's name inside the runs (spec.network.addHosts).
+const mockHost = "mock-model.test"
 
 var (
 	root       string
@@ -53,52 +58,51 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
-	out, err := script("hack/cluster.sh", "up")
+	out, err := script(nil, "hack/cluster.sh", "up")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: cluster up: %v\n", err)
-		script("hack/cluster.sh", "down")
+		script(nil, "hack/cluster.sh", "down")
 		return 1
 	}
 	kubeconfig = strings.TrimSpace(out)
 	if os.Getenv("AGENTRUN_E2E_KEEP") != "1" {
 		defer func() {
-			if _, err := script("hack/cluster.sh", "down"); err != nil {
+			if _, err := script(nil, "hack/cluster.sh", "down"); err != nil {
 				fmt.Fprintf(os.Stderr, "e2e: cluster down: %v\n", err)
 			}
 		}()
 	}
-	assets, err := script("hack/envtest-assets.sh")
+	assets, err := script(nil, "hack/envtest-assets.sh")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	kubectl = filepath.Join(strings.TrimSpace(assets), "kubectl")
-	if _, err := script("hack/cluster-images.sh", "import", "runner"); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: images: %v\n", err)
+	if _, err := script([]string{"KUBECONFIG=" + kubeconfig}, "hack/cluster-install.sh"); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: install: %v\n", err)
 		return 1
 	}
-	if _, err := kube("apply", "-f", filepath.Join(root, "config/crd/bases")); err != nil {
+	secret := `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "e2e-keys"}, "stringData": {"key": "mock-key"}}`
+	if _, err := kubeIn(strings.NewReader(secret), "apply", "-f", "-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := kube("wait", "--for=condition=Established", "crd/agentruns.agentrun.dev", "--timeout=60s"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	fmt.Fprintf(os.Stderr, "e2e: cluster, images and operator ready in %s\n", time.Since(start).Round(time.Second))
+	code := m.Run()
+	if code != 0 {
+		// The manager's view of what went wrong.
+		logs, _ := kube("-n", "agentrun-system", "logs", "deploy/agentrun-manager", "--tail", "40")
+		fmt.Fprintf(os.Stderr, "e2e: manager log (last lines):\n%s\n", logs)
 	}
-	stop, err := startManager()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: manager: %v\n", err)
-		return 1
-	}
-	defer stop()
-	fmt.Fprintf(os.Stderr, "e2e: cluster, images and manager ready in %s\n", time.Since(start).Round(time.Second))
-	return m.Run()
+	return code
 }
 
-// script runs a hack/ script from the repository root; stderr passes through.
-func script(name string, args ...string) (string, error) {
+// script runs a hack/ script from the repository root with extra
+// environment; stderr passes through.
+func script(env []string, name string, args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(root, name), args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -123,49 +127,21 @@ func kubeIn(stdin io.Reader, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func startManager() (func(), error) {
-	dir, err := os.MkdirTemp("", "agentrun-e2e-")
+// startMock starts a mock model for one test and shows it to the Pods on
+// the node bridge address; it returns the server and the port there.
+func startMock(t *testing.T, opts mockmodel.Options) (*mockmodel.Server, int) {
+	t.Helper()
+	opts.Addr = "127.0.0.1:0"
+	srv, err := mockmodel.Start(opts)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = root
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "manager.log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
-		"--runner-image", "agentrun-runner:dev", "--runner-image-pull-policy", "IfNotPresent")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if b, err := os.ReadFile(logf.Name()); err == nil && os.Getenv("AGENTRUN_E2E_MANAGER_LOG") == "1" {
-			os.Stderr.Write(b)
-		}
-		os.RemoveAll(dir)
-	}, nil
+	t.Cleanup(func() { srv.Close() })
+	return srv, forward(t, strings.TrimPrefix(srv.URL(), "http://"))
 }
 
-// forward shows the loopback-only mock model to the Pods on the node bridge
-// address and returns the port there.
+// forward relays the node bridge address to the loopback-only mock model
+// and returns the port there.
 func forward(t *testing.T, target string) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", nodeIP+":0")
@@ -197,60 +173,76 @@ func forward(t *testing.T, target string) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestClaudeCodeAgentRun is the first scenario: apply → Job → Pod → the real
-// claude-code in bubblewrap against the mock model through agentrun's filter
-// proxy → the AgentRun's status with the mock's token counts, the CLI's cost
-// and the result, Succeeded; the events sidecar's log is the schema-1 stream.
-func TestClaudeCodeAgentRun(t *testing.T) {
-	srv, err := mockmodel.Start(mockmodel.Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	port := forward(t, strings.TrimPrefix(srv.URL(), "http://"))
+// agentRun is an AgentRun against a test's mock model: the API key comes
+// from the e2e-keys Secret, and the run may reach the mock only, by name.
+type agentRun struct {
+	name, runtime, model, prompt, timeout string
+	port                                  int
+	keyEnv                                string            // the variable that gets the Secret's key
+	env                                   map[string]string // literal variables
+}
 
-	const name = "e2e-claude-code"
-	kube("delete", "agentrun", name, "--ignore-not-found", "--wait=true")
-	if _, err := kube("create", "secret", "generic", "e2e-keys", "--from-literal=anthropic=mock-key"); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
-		t.Fatal(err)
-	}
-	manifest := fmt.Sprintf(`apiVersion: agentrun.dev/v1alpha1
+func (a agentRun) manifest() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: agentrun.dev/v1alpha1
 kind: AgentRun
 metadata:
-  name: %[1]s
+  name: %s
 spec:
-  runtime: claude-code
-  model: sonnet
+  runtime: %s
+  model: %s
   prompt:
-    text: "Please run the demo. scenario:parallel"
+    text: %q
+  timeout: %s
   env:
-    - name: ANTHROPIC_BASE_URL
-      value: http://mock-model.test:%[2]d
-    - name: ANTHROPIC_API_KEY
+    - name: %s
       valueFrom:
-        secretKeyRef: {name: e2e-keys, key: anthropic}
-    - name: CLAUDE_CODE_MAX_RETRIES
-      value: "1"
-  timeout: 5m
-  network:
+        secretKeyRef: {name: e2e-keys, key: key}
+`, a.name, a.runtime, a.model, a.prompt, a.timeout, a.keyEnv)
+	for k, v := range a.env {
+		fmt.Fprintf(&b, "    - {name: %s, value: %q}\n", k, v)
+	}
+	fmt.Fprintf(&b, `  network:
     mode: custom
     addHosts:
-      - {name: mock-model.test, ip: "%[3]s"}
+      - {name: %[1]s, ip: "%[2]s"}
     allowHosts:
-      - mock-model.test:%[2]d
-      - %[3]s:%[2]d
-`, name, port, nodeIP)
-	if _, err := kubeIn(strings.NewReader(manifest), "apply", "-f", "-"); err != nil {
+      - %[1]s:%[3]d
+      - %[2]s:%[3]d
+`, mockHost, nodeIP, a.port)
+	return b.String()
+}
+
+// apply creates the run (after deleting one of the same name) and returns
+// when it was applied.
+func (a agentRun) apply(t *testing.T) time.Time {
+	t.Helper()
+	kube("delete", "agentrun", a.name, "--ignore-not-found", "--wait=true")
+	if _, err := kubeIn(strings.NewReader(a.manifest()), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if _, err := kube("wait", "--for=condition=Succeeded", "agentrun/"+name, "--timeout=300s"); err != nil {
+	return time.Now()
+}
+
+// waitEnded waits until the run has ended, whatever its outcome (phase
+// Succeeded or Failed), and returns it.
+func waitEnded(t *testing.T, name string, timeout time.Duration) *v1alpha1.AgentRun {
+	t.Helper()
+	var run *v1alpha1.AgentRun
+	ended := eventually(timeout, func() bool {
+		run = getRun(t, name)
+		return run.Status.Phase == v1alpha1.PhaseSucceeded || run.Status.Phase == v1alpha1.PhaseFailed
+	})
+	if !ended {
 		y, _ := kube("get", "agentrun", name, "-o", "yaml")
 		pods, _ := kube("get", "pods", "-o", "wide")
-		t.Fatalf("%v\n%s\n%s", err, y, pods)
+		t.Fatalf("agentrun/%s has not ended after %s\n%s\n%s", name, timeout, y, pods)
 	}
-	t.Logf("Succeeded %s after apply", time.Since(start).Round(100*time.Millisecond))
+	return run
+}
 
+func getRun(t *testing.T, name string) *v1alpha1.AgentRun {
+	t.Helper()
 	out, err := kube("get", "agentrun", name, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -259,28 +251,44 @@ spec:
 	if err := json.Unmarshal([]byte(out), &run); err != nil {
 		t.Fatal(err)
 	}
-	st := run.Status
-	if st.Phase != "Succeeded" || st.EndStatus != "finished" || st.ExitCode == nil || *st.ExitCode != 0 {
-		t.Errorf("phase %s endStatus %s exitCode %v detail %q", st.Phase, st.EndStatus, st.ExitCode, st.Detail)
-	}
-	wantResult := "Both commands finished.\nline 2: ls listed the workspace\nline 3: echo printed two\nline 4: nothing failed\nline 5: done"
-	if st.Result == nil || *st.Result != wantResult {
-		t.Errorf("result %v, want %q", st.Result, wantResult)
-	}
-	if st.JobName == "" || st.PodName == "" {
-		t.Fatalf("jobName %q podName %q", st.JobName, st.PodName)
-	}
-	if _, err := kube("get", "job", st.JobName); err != nil {
-		t.Error(err)
-	}
+	return &run
+}
 
-	logs, err := kube("logs", st.PodName, "-c", "events")
+func getPod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	out, err := kube("get", "pod", name, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(out), &pod); err != nil {
+		t.Fatal(err)
+	}
+	return &pod
+}
+
+// containerStatus is the status of the Pod's container (or init
+// container) name.
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// parseStream decodes the events sidecar's log: every line a schema-1 event.
+func parseStream(t *testing.T, log string) ([]events.Event, []string) {
+	t.Helper()
 	var stream []events.Event
 	var types []string
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if line == "" {
+			continue
+		}
 		var head struct {
 			Schema int    `json:"schema"`
 			Type   string `json:"type"`
@@ -295,39 +303,60 @@ spec:
 		stream = append(stream, e)
 		types = append(types, head.Type)
 	}
+	return stream, types
+}
+
+// eventLog is `kubectl logs POD -c events`, decoded; it must run from start
+// to end.
+func eventLog(t *testing.T, pod string) ([]events.Event, *events.End) {
+	t.Helper()
+	logs, err := kube("logs", pod, "-c", "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, types := parseStream(t, logs)
 	t.Logf("events: %s", strings.Join(types, " "))
-	if len(types) < 3 || types[0] != "start" || types[len(types)-1] != "end" {
+	if len(types) < 2 || types[0] != "start" || types[len(types)-1] != "end" {
 		t.Fatalf("events %v: want start ... end", types)
 	}
-	for _, err := range mockmodel.VerifyUsage(stream, srv.Ledger(), false) {
-		t.Error(err)
+	return stream, stream[len(stream)-1].(*events.End)
+}
+
+// follow streams `kubectl logs -f POD -c events` into a buffer until the
+// container ends; wait returns what came.
+func follow(t *testing.T, pod string) (wait func(time.Duration) string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "logs", "-f", pod, "-c", "events")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
 	}
-	end, ok := stream[len(stream)-1].(*events.End)
-	if !ok {
-		t.Fatalf("last event %T", stream[len(stream)-1])
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func(d time.Duration) string {
+		select {
+		case <-done:
+		case <-time.After(d):
+			cancel()
+			<-done
+			t.Errorf("kubectl logs -f did not end within %s", d)
+		}
+		return out.String()
 	}
-	// The status carries the stream's totals (which VerifyUsage tied to
-	// the mock's ledger): the mock's token counts and the CLI's own cost.
-	u := st.Usage
-	if u == nil || u.InputTokens == nil || u.OutputTokens == nil {
-		t.Fatalf("status.usage %+v", u)
-	}
-	if end.Usage.InputTokens == nil || end.Usage.OutputTokens == nil || *u.InputTokens == 0 ||
-		*end.Usage.InputTokens != *u.InputTokens || *end.Usage.OutputTokens != *u.OutputTokens {
-		t.Errorf("status tokens in %d out %d, end %v %v", *u.InputTokens, *u.OutputTokens, end.Usage.InputTokens, end.Usage.OutputTokens)
-	}
-	var served int64
-	for _, c := range srv.Ledger() {
-		served += c.Usage.InputTokens
-	}
-	if served == 0 {
-		t.Error("the mock served no tokens")
-	}
-	cost, err := strconv.ParseFloat(u.CostUSD, 64)
-	if err != nil || end.Usage.CostUSD == nil || cost != *end.Usage.CostUSD || cost <= 0 {
-		t.Errorf("status cost %q, the CLI's cost in end %v", u.CostUSD, end.Usage.CostUSD)
-	}
-	if end.Result == nil || *end.Result != wantResult {
-		t.Errorf("end result %v", end.Result)
+}
+
+// eventually polls cond every 250 ms until it holds or d has passed.
+func eventually(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(250 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
 	}
 }
