@@ -133,7 +133,9 @@ up() {
     start_mock
   fi
   "$kubectl" delete agentrun "$name" --ignore-not-found --wait=true >/dev/null
-  "$kubectl" create secret generic agent-keys --from-literal=anthropic="$key" \
+  # The key goes through a pipe (printf is a builtin), never into a
+  # process's arguments.
+  printf '%s' "$key" | "$kubectl" create secret generic agent-keys --from-file=anthropic=/dev/stdin \
     --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
   agentrun_manifest | "$kubectl" apply -f - >&2
   t1=$(date +%s)
