@@ -1,50 +1,22 @@
 package claudecode
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
-	"github.com/agentrun-dev/agentrun/aggregator"
+	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 )
 
-// replay runs raw lines through a fresh adapter and aggregator, as
+// replay runs raw lines through a fresh adapter and the aggregator, as
 // `agentrun translate` does, and returns the events and the verdict.
 func replay(t *testing.T, raw string, exit adapters.Exit) ([]events.Event, adapters.Verdict) {
 	t.Helper()
-	var out []events.Event
-	agg := aggregator.New(func(e events.Event) error { out = append(out, e); return nil }, time.Now)
-	agg.Start(&events.Start{Runtime: Name})
-	a := New()
-	sc := bufio.NewScanner(strings.NewReader(raw))
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		a.Translate(sc.Bytes(), agg.Add)
-	}
-	a.Close(agg.Add)
-	v := a.Verdict(exit)
-	status := events.StatusFinished
-	if v.Failed {
-		status = events.StatusFailed
-	}
-	agg.Finish(aggregator.Outcome{Status: status, Detail: v.Detail})
-	return out, v
+	return adapterstest.Replay(New(), Name, []byte(raw), exit)
 }
-
-func typeList(evs []events.Event) string {
-	var s []string
-	for _, e := range evs {
-		s = append(s, events.Head(e).Type)
-	}
-	return strings.Join(s, " ")
-}
-
-func lastEnd(evs []events.Event) *events.End { return evs[len(evs)-1].(*events.End) }
 
 // Hand-written lines after the examples of seed 000 (edge cases the real
 // captures in testdata/real do not cover).
@@ -60,7 +32,7 @@ const (
 func TestSeedRun(t *testing.T) {
 	raw := strings.Join([]string{seedInit, seedPrompt, seedBash, seedBashOK, seedText, seedResult}, "\n")
 	evs, v := replay(t, raw, adapters.Exit{})
-	if got, want := typeList(evs), "start prompt tool_start usage tool text usage end"; got != want {
+	if got, want := adapterstest.Types(evs), "start prompt tool_start usage tool text usage end"; got != want {
 		t.Fatalf("types:\n got %s\nwant %s", got, want)
 	}
 	if v.Failed {
@@ -76,7 +48,7 @@ func TestSeedRun(t *testing.T) {
 	if *u.InputTokens != 2 || *u.CacheReadTokens != 28275 || *u.CacheWriteTokens != 4950 || *u.ContextTokens != 33227 || u.CostUSD != nil {
 		t.Errorf("usage = %+v", u)
 	}
-	end := lastEnd(evs)
+	end := adapterstest.End(t, evs)
 	if *end.Result != "All tests pass." || *end.Usage.CostUSD != 0.0436916 || *end.Usage.InputTokens != 930 {
 		t.Errorf("end = %+v", end)
 	}
@@ -123,7 +95,7 @@ func TestStreamEventsGiveFinalOutput(t *testing.T) {
 		`{"type":"stream_event","event":{"type":"message_stop"},"parent_tool_use_id":null}`,
 	}, "\n")
 	evs, _ := replay(t, raw, adapters.Exit{})
-	if got := typeList(evs); got != "start text usage end" {
+	if got := adapterstest.Types(evs); got != "start text usage end" {
 		t.Fatalf("types %s", got)
 	}
 	if u := evs[2].(*events.Usage); *u.OutputTokens != 42 || *u.InputTokens != 5 {
@@ -166,7 +138,7 @@ func TestVerdicts(t *testing.T) {
 				t.Errorf("verdict = %+v, want failed=%v detail %q", v, tt.wantFailed, tt.wantDetail)
 			}
 			if tt.check != nil {
-				tt.check(t, lastEnd(evs))
+				tt.check(t, adapterstest.End(t, evs))
 			}
 		})
 	}
@@ -208,7 +180,7 @@ func TestSeedSubagents(t *testing.T) {
 	}, "\n")
 	evs, _ := replay(t, raw, adapters.Exit{})
 	want := "start subagent_start subagent_start tool_start tool_start tool tool usage subagent_end usage usage subagent_end end"
-	if got := typeList(evs); got != want {
+	if got := adapterstest.Types(evs); got != want {
 		t.Fatalf("types:\n got %s\nwant %s", got, want)
 	}
 	a, b := evs[1].(*events.SubagentStart), evs[2].(*events.SubagentStart)
@@ -238,10 +210,10 @@ func TestBackgroundSubagentEndsOnNotification(t *testing.T) {
 	}, "\n")
 	evs, v := replay(t, raw, adapters.Exit{})
 	want := "start subagent_start usage text usage subagent_end text usage end"
-	if got := typeList(evs); got != want {
+	if got := adapterstest.Types(evs); got != want {
 		t.Fatalf("types:\n got %s\nwant %s", got, want)
 	}
-	end := lastEnd(evs)
+	end := adapterstest.End(t, evs)
 	if v.Failed || *end.Result != "got it" || *end.Usage.InputTokens != 3 {
 		t.Errorf("end = %+v (the last result wins)", end)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/mockmodel"
@@ -62,7 +63,7 @@ func TestRealCaptures(t *testing.T) {
 				t.Fatal(err)
 			}
 			evs, v := replay(t, string(raw), adapters.Exit{Code: code})
-			if got := typeList(evs); got != tt.types {
+			if got := adapterstest.Types(evs); got != tt.types {
 				t.Errorf("types:\n got %s\nwant %s", got, tt.types)
 			}
 			if v.Failed != tt.failed || !strings.HasPrefix(v.Detail, tt.detail) {
@@ -83,7 +84,7 @@ func TestRealCaptures(t *testing.T) {
 			for _, err := range mockmodel.VerifyUsage(evs, ledger, tt.nullOutput) {
 				t.Error(err)
 			}
-			end := lastEnd(evs)
+			end := adapterstest.End(t, evs)
 			switch {
 			case tt.result == "" && end.Result != nil:
 				t.Errorf("result = %q, want null", *end.Result)
