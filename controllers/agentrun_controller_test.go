@@ -573,8 +573,9 @@ func TestDeletedPodStillHarvested(t *testing.T) {
 	e.Status, e.ExitCode = events.StatusInterrupted, nil
 	h.setStatus(pod, agentExited(h.clock.Now(), 130, "Error", message(e), true))
 	run := h.phaseIs("deleted", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != "Interrupted" || *run.Status.Result != "partial answer" {
-		t.Errorf("condition %+v result %v", c, run.Status.Result)
+	if c := succeeded(run); c.Reason != ReasonPodDeleted || *run.Status.Result != "partial answer" ||
+		!strings.HasPrefix(run.Status.Detail, "the Pod was deleted at ") || run.Status.EndStatus != events.StatusInterrupted {
+		t.Errorf("condition %+v result %v detail %q", c, run.Status.Result, run.Status.Detail)
 	}
 	h.eventually("pod released (only the Job controller's finalizer left)", func() string {
 		p, ok := h.podExists(pod)

@@ -136,14 +136,9 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 			}
 			return fail(reason, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)), 0
 		}
-		if dt := p.DeletionTimestamp; dt != nil {
-			grace := g.Deletion
-			if p.DeletionGracePeriodSeconds != nil {
-				grace += time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
-			}
-			if wait.until(o.Now, dt.Add(grace)) {
-				return fail(ReasonPodDeleted, fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", dt.UTC().Format(time.RFC3339))), 0
-			}
+		// deletionTimestamp is when the Pod's grace period ends.
+		if dt := p.DeletionTimestamp; dt != nil && wait.until(o.Now, dt.Add(g.Deletion)) {
+			return fail(ReasonPodDeleted, fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", deletionRequested(p))), 0
 		}
 		if oc := startupOutcome(o, g, &wait); oc != nil {
 			return oc, 0
@@ -222,9 +217,16 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		if s.ExitCode != nil {
 			oc.ExitCode = int32Ptr(int32(*s.ExitCode))
 		}
-		if deadlineHit && s.Status == events.StatusInterrupted {
+		switch {
+		case s.Status != events.StatusInterrupted:
+		case deadlineHit:
 			// Stopped by the Job's backstop, not by a person.
 			oc.Reason, oc.Detail, oc.FromSummary = ReasonDeadlineExceeded, deadlineDetail(o.Job), false
+		case o.Pod != nil && o.Pod.DeletionTimestamp != nil:
+			// The SIGTERM came from the Pod's deletion (kubectl delete, a
+			// drain, an API eviction): say so, the agent cannot know.
+			oc.Reason, oc.FromSummary = ReasonPodDeleted, false
+			oc.Detail = fmt.Sprintf("the Pod was deleted at %s and its agent was stopped", deletionRequested(o.Pod))
 		}
 		return oc
 	}
@@ -250,6 +252,16 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		oc.Detail += "; termination message: " + msg
 	}
 	return oc
+}
+
+// deletionRequested is when a deleted Pod's deletion was asked for, in
+// RFC 3339: its deletionTimestamp is that moment plus the grace period.
+func deletionRequested(p *corev1.Pod) string {
+	t := p.DeletionTimestamp.Time
+	if p.DeletionGracePeriodSeconds != nil {
+		t = t.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func deadlineDetail(job *batchv1.Job) string {

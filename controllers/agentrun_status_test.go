@@ -52,6 +52,15 @@ func agentRunning(p *corev1.Pod) {
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(time.Second))}}}}
 }
 
+// deletedAt marks a Pod deleted at requested with a grace period of grace
+// seconds, as the API server does: deletionTimestamp is when that ends.
+func deletedAt(requested time.Time, grace int64) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.DeletionTimestamp = ptr.To(metav1.NewTime(requested.Add(time.Duration(grace) * time.Second)))
+		p.DeletionGracePeriodSeconds = ptr.To(grace)
+	}
+}
+
 func agentTerminated(code int32, reason, message string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer,
@@ -148,20 +157,27 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "pod deleted, agent never ended", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
-				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
-				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
-			})}, wantReason: ReasonPodDeleted, wantStatus: events.StatusFailed},
+				deletedAt(t0, 30)(p)
+			})}, wantReason: ReasonPodDeleted, wantStatus: events.StatusFailed, wantDetail: "deleted at 2026-10-04T13:00:00Z"},
 		{name: "pod deleted, agent stopping", obs: observation{Now: t0.Add(time.Second), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
-				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
-				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+				deletedAt(t0, 30)(p)
 			})}, wantWait: 30*time.Second + 2*time.Minute - time.Second},
 		{name: "deleted pod that wrote its summary is harvested", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentTerminated(130, "Error", "")(p)
-				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				deletedAt(t0, 30)(p)
 			}), Summary: endSummary(events.StatusInterrupted, "")},
+			wantReason: ReasonPodDeleted, wantStatus: events.StatusInterrupted, wantDetail: "the Pod was deleted at 2026-10-04T13:00:00Z and its agent was stopped"},
+		{name: "pod deleted after its agent finished", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentTerminated(0, "Completed", "")(p)
+				deletedAt(t0, 30)(p)
+			}), Summary: endSummary(events.StatusFinished, "done")},
+			wantReason: "Finished", wantStatus: events.StatusFinished},
+		{name: "interrupted by a person, the Pod still there", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
 			wantReason: "Interrupted", wantStatus: events.StatusInterrupted},
 	}
 	for _, tt := range tests {

@@ -254,6 +254,16 @@ func getRun(t *testing.T, name string) *v1alpha1.AgentRun {
 	return &run
 }
 
+// succeeded is the run's Succeeded condition as reason/status.
+func succeeded(run *v1alpha1.AgentRun) string {
+	for _, c := range run.Status.Conditions {
+		if c.Type == v1alpha1.ConditionSucceeded {
+			return c.Reason + "/" + string(c.Status)
+		}
+	}
+	return "none"
+}
+
 func getPod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
 	out, err := kube("get", "pod", name, "-o", "json")

@@ -40,12 +40,7 @@ func TestTimeout(t *testing.T) {
 	if st.Detail != "--timeout 8 reached" {
 		t.Errorf("detail %q does not name the timeout", st.Detail)
 	}
-	var reason string
-	for _, c := range st.Conditions {
-		if c.Type == "Succeeded" {
-			reason = c.Reason + "/" + string(c.Status)
-		}
-	}
+	reason := succeeded(run)
 	if reason != "Timeout/False" {
 		t.Errorf("Succeeded condition %s, want Timeout/False", reason)
 	}
@@ -72,21 +67,7 @@ func TestDeletedAgentRun(t *testing.T) {
 	const name = "e2e-deleted"
 	claudeRun(name, "slow", port).apply(t)
 
-	var pod string
-	started := eventually(2*time.Minute, func() bool {
-		run := getRun(t, name)
-		if run.Status.Phase != "Running" || run.Status.PodName == "" {
-			return false
-		}
-		pod = run.Status.PodName
-		// The agent is at work once its prompt is in the stream.
-		logs, err := kube("logs", pod, "-c", "events")
-		return err == nil && strings.Contains(logs, `"type":"prompt"`)
-	})
-	if !started {
-		y, _ := kube("get", "agentrun", name, "-o", "yaml")
-		t.Fatalf("the run did not start working:\n%s", y)
-	}
+	pod := waitWorking(t, name)
 	wait := follow(t, pod)
 	time.Sleep(time.Second) // into the slow model call
 	deleted := time.Now()
@@ -120,6 +101,75 @@ func TestDeletedAgentRun(t *testing.T) {
 		t.Fatalf("left behind %s after the delete:\n%s", time.Since(deleted).Round(time.Second), left)
 	}
 	t.Logf("AgentRun, Job and Pod gone %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// TestPodDeletedMidRun: a Pod deleted while its agent works (a drained
+// node, a hasty kubectl delete) ends the run truthfully: the agent's
+// SIGTERM gives end status interrupted, the harvest finalizer keeps the Pod
+// until the controller has read that, and the run is Failed with reason
+// PodDeleted, saying when; the Job does not start the agent again.
+func TestPodDeletedMidRun(t *testing.T) {
+	t.Parallel()
+	port := slowMock(t)
+	const name = "e2e-pod-deleted"
+	claudeRun(name, "slow", port).apply(t)
+	pod := waitWorking(t, name)
+	time.Sleep(time.Second) // into the slow model call
+	deleted := time.Now()
+	if _, err := kube("delete", "pod", pod, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	run := waitEnded(t, name, 2*time.Minute)
+	st := run.Status
+	t.Logf("phase %s endStatus %s detail %q", st.Phase, st.EndStatus, st.Detail)
+	if st.Phase != "Failed" || st.EndStatus != events.StatusInterrupted || st.PodName != pod {
+		t.Errorf("phase %s endStatus %s pod %s (deleted %s)", st.Phase, st.EndStatus, st.PodName, pod)
+	}
+	reason := succeeded(run)
+	if reason != "PodDeleted/False" {
+		t.Errorf("Succeeded condition %s, want PodDeleted/False", reason)
+	}
+	// The detail names the moment of the delete (not the end of its grace
+	// period, which is the Pod's deletionTimestamp).
+	var at time.Time
+	if rest, ok := strings.CutPrefix(st.Detail, "the Pod was deleted at "); ok && rest != "" {
+		at, _ = time.Parse(time.RFC3339, strings.Fields(rest)[0])
+	}
+	if d := at.Sub(deleted); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("detail %q: the delete was at %s", st.Detail, deleted.UTC().Format(time.RFC3339))
+	}
+	// No second agent: the Job has had exactly the one Pod.
+	if out, _ := kube("get", "pods", "-l", "job-name="+name, "-o", "name"); strings.Count(out, "pod/") > 1 {
+		t.Errorf("the Job started the agent again: %s", out)
+	}
+	// Once harvested, the finalizer is gone and the Pod with it.
+	if !eventually(time.Minute, func() bool {
+		out, _ := kube("get", "pod", pod, "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	}) {
+		t.Errorf("the deleted Pod %s is still there after the harvest", pod)
+	}
+}
+
+// waitWorking waits until the run's agent is at work (its prompt is in the
+// event stream) and returns its Pod.
+func waitWorking(t *testing.T, name string) string {
+	t.Helper()
+	var pod string
+	started := eventually(2*time.Minute, func() bool {
+		run := getRun(t, name)
+		if run.Status.Phase != "Running" || run.Status.PodName == "" {
+			return false
+		}
+		pod = run.Status.PodName
+		logs, err := kube("logs", pod, "-c", "events")
+		return err == nil && strings.Contains(logs, `"type":"prompt"`)
+	})
+	if !started {
+		y, _ := kube("get", "agentrun", name, "-o", "yaml")
+		t.Fatalf("the run did not start working:\n%s", y)
+	}
+	return pod
 }
 
 // code prints an optional exit code (the event's *int, the status's *int32).
