@@ -68,7 +68,11 @@ func run(metricsAddr, probeAddr string, leaderElect bool, concurrency int, qps f
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "agentrun-manager.agentrun.dev",
-		Cache:                  controllers.CacheOptions(),
+		// The process exits as soon as the manager stops, so giving the
+		// lease back is safe, and a rollout's new Pod leads at once
+		// instead of after the lease expires.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controllers.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
