@@ -32,8 +32,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${AGENTRUN_CLUSTER_CACHE:-$root/.cache/cluster}"
 state="$cache/state"
-mod="$root/hack/k8s-tools"
-k8s_version=v1.34.4
+. "$root/hack/k8s-build.sh"
 
 node_name=agentrun-node
 node_bridge=agentrun-node
@@ -68,8 +67,8 @@ kc() { "$(kubectl_bin)" --kubeconfig "$state/kubeconfig" "$@"; }
 
 # ---------------------------------------------------------------- binaries
 node_binaries() {
-  local key out tmp start ldflags pkg minor
-  key="$k8s_version-$( (cat "$mod/go.sum" "$mod/go.mod"; go env GOVERSION) | sha256sum | cut -c1-12)"
+  local key out tmp start
+  key=$(k8s_key)
   out="$cache/bin/$key"
   if [ -x "$out/kubelet" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/kube-controller-manager" ]; then
     echo "$out"; return
@@ -78,19 +77,12 @@ node_binaries() {
   exec 8>"$cache/bin/.lock"
   flock 8
   if [ ! -x "$out/kubelet" ] || [ ! -x "$out/kube-scheduler" ] || [ ! -x "$out/kube-controller-manager" ]; then
-    minor=${k8s_version#v1.}; minor=${minor%%.*}
-    ldflags="-s -w"
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-      ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    done
     tmp="$cache/bin/.tmp-$key"
     rm -rf "$tmp"; mkdir -p "$tmp"
     start=$(date +%s)
     log "building kube-controller-manager, kube-scheduler, kubelet $k8s_version (about 10 min cold on 2 cores)"
-    (cd "$mod" && GOFLAGS="-mod=readonly -modcacherw" CGO_ENABLED=0 nice -n 10 go build -trimpath \
-      -ldflags "$ldflags" -o "$tmp/" k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet) >&2
+    k8s_build "$tmp" k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet >&2
     rm -rf "$out"; mv "$tmp" "$out"
     # Binaries of older pins are never used again.
     find "$cache/bin" -mindepth 1 -maxdepth 1 -type d -name 'v*' ! -name "$key" -exec rm -rf {} +

@@ -18,13 +18,9 @@
 # links: about a minute instead of ten.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mod="$root/hack/k8s-tools"
 cache="${AGENTRUN_K8S_CACHE:-$root/.cache/k8s}"
-k8s_version=v1.34.4
-
-# The key changes whenever the pinned versions (go.sum) or the Go toolchain
-# change, so a stale binary is never reused.
-key="$k8s_version-$( (cat "$mod/go.sum" "$mod/go.mod"; go env GOVERSION) | sha256sum | cut -c1-12)"
+. "$root/hack/k8s-build.sh"
+key=$(k8s_key)
 out="$cache/bin/$key"
 
 have_all() {
@@ -46,28 +42,21 @@ if have_all; then
   exit 0
 fi
 
-export GOFLAGS="-mod=readonly -modcacherw" CGO_ENABLED=0
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
-
 tmp="$cache/bin/.tmp-$key"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 start=$(date +%s)
-cd "$mod"
 echo "envtest-assets: downloading modules into $(go env GOMODCACHE)" >&2
-go mod download
+(cd "$k8s_mod" && GOFLAGS="-mod=readonly -modcacherw" go mod download)
 echo "envtest-assets: building etcd 3.6.4" >&2
-nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
+(cd "$k8s_mod" && GOFLAGS="-mod=readonly -modcacherw" CGO_ENABLED=0 nice -n 10 \
+  go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd)
 echo "envtest-assets: building kube-apiserver and kubectl $k8s_version (10-14 min cold on 2 cores)" >&2
-nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+k8s_build "$tmp" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 "$tmp/kube-apiserver" --version >&2
 rm -rf "$out"
 mv "$tmp" "$out"
+# Binaries of older pins are never used again.
+find "$cache/bin" -mindepth 1 -maxdepth 1 -type d -name 'v*' ! -name "$key" -exec rm -rf {} +
 echo "envtest-assets: built in $(( $(date +%s) - start ))s into $out" >&2
 echo "$out"
