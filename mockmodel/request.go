@@ -159,6 +159,19 @@ func (r *messagesRequest) firstUserText() string {
 	return ""
 }
 
+// lastToolResult is the text of the conversation's latest tool result.
+func (r *messagesRequest) lastToolResult() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		blocks := r.Messages[i].blocks()
+		for j := len(blocks) - 1; j >= 0; j-- {
+			if blocks[j].Type == "tool_result" {
+				return toolResultText(blocks[j].Content)
+			}
+		}
+	}
+	return ""
+}
+
 // assistantTurns counts the assistant messages already in the conversation:
 // the number of replies of the script that were served (and kept) before.
 func (r *messagesRequest) assistantTurns() int {

@@ -2,6 +2,7 @@ package mockmodel
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -179,6 +180,18 @@ func mainReply(c conv, req *messagesRequest) reply {
 			return reply{Blocks: []block{bash("curl -sf -m 10 http://blocked.example/", "Fetch a page")}}
 		}
 		return reply{Blocks: []block{text("The host was blocked.")}}
+	case "probe":
+		// The command the prompt gives between "probe<<<" and ">>>", then
+		// its output as the answer: a test sees what the agent saw. Only
+		// the Messages API carries the prompt here.
+		if k == 0 {
+			cmd := probeCommand(req.firstUserText())
+			if cmd == "" {
+				return reply{Blocks: []block{text("mockmodel: the probe scenario needs probe<<<COMMAND>>> in the prompt")}}
+			}
+			return reply{Blocks: []block{bash(cmd, "Probe the sandbox")}}
+		}
+		return reply{Blocks: []block{text(ProbeAnswerPrefix + req.lastToolResult())}}
 	case "error401":
 		return reply{Status: 401, ErrType: "authentication_error", ErrMsg: "invalid x-api-key"}
 	case "error500":
@@ -192,6 +205,20 @@ func mainReply(c conv, req *messagesRequest) reply {
 // NoSubagentToolReply is the answer of the subagent scenarios when the
 // request offers no subagent tool.
 const NoSubagentToolReply = "No subagent tool is offered, so I will not delegate."
+
+// ProbeAnswerPrefix starts the answer of the "probe" scenario, followed by
+// the command's output.
+const ProbeAnswerPrefix = "Probe output:\n"
+
+var probeRe = regexp.MustCompile(`(?s)probe<<<(.*?)>>>`)
+
+// probeCommand is the command of the "probe" scenario in the prompt text.
+func probeCommand(prompt string) string {
+	if m := probeRe.FindStringSubmatch(prompt); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	return ""
+}
 
 // deniedCommand is the Bash command of the "denied" scenario.
 const deniedCommand = "rm -rf /tmp/agentrun-denied-probe"

@@ -366,6 +366,8 @@ func TestNextReplyFromState(t *testing.T) {
 		{"background notification turn", "background", []any{first, assistantTool("a", "Agent"), toolResult("a"), assistantText("launched"), userText("<task-notification>done</task-notification>")}, 2, "Background result received"},
 		{"foreground after subagent", "subagent", []any{userText("scenario:subagent"), assistantTool("a", "Agent"), toolResult("a", reminder)}, 1, "Main done after subagent"},
 		{"denied final text", "denied", []any{userText("scenario:denied"), assistantTool("d", "Bash"), toolResult("d")}, 1, "The command was denied; stopping here."},
+		{"probe answers with the command's output", "probe", []any{userText("scenario:probe probe<<<id -u>>>"), assistantTool("p", "Bash"), toolResult("p", reminder)}, 1, ProbeAnswerPrefix + "ok"},
+		{"probe without a command says so", "probe", []any{userText("scenario:probe")}, 0, "mockmodel: the probe scenario needs probe<<<COMMAND>>> in the prompt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t, Options{})
@@ -381,6 +383,18 @@ func TestNextReplyFromState(t *testing.T) {
 				t.Errorf("call = %+v, want step %d", c, tc.step)
 			}
 		})
+	}
+}
+
+// TestProbeCommand: the probe scenario runs exactly the prompt's command,
+// which may span lines and follow a system reminder.
+func TestProbeCommand(t *testing.T) {
+	s := startServer(t, Options{})
+	blocks := blocksOf(t, streamEvents(t, s, req{Model: "m", Tools: agentTools,
+		Messages: []any{userText(reminder, "scenario:probe probe<<<\nid -u\ncat /etc/hostname\n>>> thanks")}}))
+	input, _ := blocks[0]["input"].(map[string]any)
+	if blocks[0]["name"] != "Bash" || input["command"] != "id -u\ncat /etc/hostname" {
+		t.Errorf("probe call %v", blocks[0])
 	}
 }
 
