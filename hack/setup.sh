@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
-# Debian packages (tmux, bubblewrap, curl) and the pinned
-# agent CLIs from npm (cached under .cache/). Safe to run on every test run.
+# Debian packages (tmux, bubblewrap, curl, util-linux, debootstrap, openssl,
+# iproute2) and the pinned agent CLIs from npm (cached under .cache/). Safe
+# to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
