@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,5 +190,28 @@ func TestSamplesAreValid(t *testing.T) {
 	}
 	if len(runtimes) != 4 {
 		t.Errorf("samples cover %v, want all four runtimes", runtimes)
+	}
+}
+
+// TestDemoManifestsAreValid: the AgentRuns `make demo` applies, against
+// the mock and against the real API (ANTHROPIC_API_KEY set), are accepted
+// as written.
+func TestDemoManifestsAreValid(t *testing.T) {
+	c, ns := crdClient(t)
+	for _, env := range []string{"ANTHROPIC_API_KEY=", "ANTHROPIC_API_KEY=sk-test"} {
+		cmd := exec.Command(filepath.Join("..", "hack", "cluster-demo.sh"), "manifest")
+		cmd.Env = append(os.Environ(), env)
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s hack/cluster-demo.sh manifest: %v", env, err)
+		}
+		run := &v1alpha1.AgentRun{}
+		if err := yaml.UnmarshalStrict(b, run); err != nil {
+			t.Fatalf("%s: %v\n%s", env, err, b)
+		}
+		run.Namespace = ns
+		if err := c.Create(context.Background(), run, client.DryRunAll); err != nil {
+			t.Errorf("%s: the demo's AgentRun is rejected: %v", env, err)
+		}
 	}
 }

@@ -7,6 +7,8 @@
 #                               mock model on the node bridge address; a
 #                               Secret with a dummy key; the sample AgentRun
 #                               applied and waited for; prints it as YAML
+#   hack/cluster-demo.sh manifest  prints the AgentRun that `up` applies
+#                               (controllers/crd_test.go validates it)
 #   hack/cluster-demo.sh down   stops the mock model, deletes the demo objects
 #                               and the release, and (if `up` started it) the
 #                               cluster
@@ -60,7 +62,8 @@ spec:
       valueFrom:
         secretKeyRef: {name: agent-keys, key: anthropic}
   timeout: 5m
-  maxTurns: 5
+  limits:
+    maxTurns: 5
   network:
     mode: custom
     allowHosts:
@@ -170,5 +173,6 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  manifest) agentrun_manifest ;;
+  *) echo "usage: $0 up|down|manifest" >&2; exit 2 ;;
 esac
