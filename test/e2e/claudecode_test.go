@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,16 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 	}
 	if st.Counters == nil || st.Counters.Tools != 2 || st.Counters.DeniedConnections != 0 {
 		t.Errorf("counters %+v, want 2 tools and no denied connection", st.Counters)
+	}
+
+	// The manager, with the chart's RBAC, told the story in Events too.
+	var reasons string
+	if !eventually(30*time.Second, func() bool {
+		reasons, _ = kube("get", "events", "--field-selector", "involvedObject.uid="+string(run.UID),
+			"-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(reasons, "Started") && strings.Contains(reasons, "Finished")
+	}) {
+		t.Errorf("Events of the run: %q, want Started and Finished", reasons)
 	}
 
 	// The sandbox ran, and under what securityContext.
