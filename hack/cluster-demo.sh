@@ -9,9 +9,9 @@
 #                               applied and waited for; prints it as YAML
 #   hack/cluster-demo.sh manifest  prints the AgentRun that `up` applies
 #                               (controllers/crd_test.go validates it)
-#   hack/cluster-demo.sh down   stops the mock model, deletes the demo objects
-#                               and the release, and (if `up` started it) the
-#                               cluster
+#   hack/cluster-demo.sh down   stops the mock model, deletes the demo objects,
+#                               the release (if `up` installed it) and the
+#                               cluster (if `up` started it)
 #
 # With KUBECONFIG set the cluster is yours (kind, for example): images are not
 # imported, so agentrun-manager:dev and agentrun-runner:dev must already be on
@@ -129,6 +129,11 @@ up() {
   kubectl="$("$root/hack/envtest-assets.sh")/kubectl"
   echo "$kubectl" >"$demo/kubectl"
 
+  # The release is ours to remove at `down` only if this demo installed it.
+  if [ ! -f "$demo/installed-release" ] &&
+    ! "$("$root/hack/k8s-tool.sh" helm)" status agentrun -n agentrun-system --kubeconfig "$KUBECONFIG" >/dev/null 2>&1; then
+    touch "$demo/installed-release"
+  fi
   "$root/hack/cluster-install.sh"
   if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     key=$ANTHROPIC_API_KEY
@@ -164,8 +169,10 @@ down() {
     kubectl=$(cat "$demo/kubectl")
     "$kubectl" delete agentrun "$name" --ignore-not-found >&2 || true
     "$kubectl" delete secret agent-keys --ignore-not-found >&2 || true
-    helm=$("$root/hack/k8s-tool.sh" helm)
-    "$helm" uninstall agentrun --namespace agentrun-system --kubeconfig "$KUBECONFIG" >&2 || true
+    if [ -f "$demo/installed-release" ]; then
+      helm=$("$root/hack/k8s-tool.sh" helm)
+      "$helm" uninstall agentrun --namespace agentrun-system --kubeconfig "$KUBECONFIG" >&2 || true
+    fi
   fi
   rm -rf "$demo"
 }

@@ -145,13 +145,26 @@ build_runner() {
 }
 
 import() {
-  local ctr="$cache/pkgs/usr/bin/ctr" sock="$cache/state/containerd/containerd.sock" name f
+  local ctr="$cache/pkgs/usr/bin/ctr" sock="$cache/state/containerd/containerd.sock" name f marker images
   [ -S "$sock" ] || { log "the cluster's containerd is not running (hack/cluster.sh up)"; exit 1; }
   [ $# -gt 0 ] || set -- manager runner
+  # What was imported, by build key, next to containerd's own state (so a
+  # wiped containerd forgets it too).
+  mkdir -p "$cache/state/containerd/agentrun-imported"
   for name in "$@"; do
     f=$("build_$name")
+    marker="$cache/state/containerd/agentrun-imported/$name.key"
+    # (Listed first: under pipefail, grep -q closing the pipe early would
+    # fail the check.)
+    images=$("$ctr" --address "$sock" -n k8s.io images ls -q)
+    if [ "$(cat "$marker" 2>/dev/null)" = "$(cat "$f.key")" ] &&
+      grep -qx "docker.io/library/agentrun-$name:dev" <<<"$images"; then
+      log "$name: the imported image is current"
+      continue
+    fi
     log "importing $f"
     "$ctr" --address "$sock" -n k8s.io images import "$f" >&2
+    cp "$f.key" "$marker"
   done
 }
 

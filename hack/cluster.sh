@@ -345,7 +345,11 @@ up() {
 }
 
 import_pause() {
-  if ctr_cmd -n k8s.io images ls -q | grep -qx "$pause_image"; then return; fi
+  # Listed first: under pipefail, grep -q closing the pipe early would
+  # fail the check.
+  local images
+  images=$(ctr_cmd -n k8s.io images ls -q)
+  if grep -qx "$pause_image" <<<"$images"; then return; fi
   "$root/hack/cluster-images.sh" pause >/dev/null
   ctr_cmd -n k8s.io images import "$cache/images/pause.tar" >&2
 }
@@ -431,7 +435,7 @@ down() {
   ip link show "$node_bridge" >/dev/null 2>&1 && left+=("link $node_bridge")
   ip link show "$cni_bridge" >/dev/null 2>&1 && left+=("link $cni_bridge")
   for i in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do [ -d "$i" ] && left+=("$i"); done
-  findmnt -rn -o TARGET | grep -q "^$state/" && left+=("mounts under $state")
+  grep -q "^$state/" <<<"$(findmnt -rn -o TARGET)" && left+=("mounts under $state")
   if [ ${#left[@]} -gt 0 ]; then
     log "down: left behind: ${left[*]} (run down again; state kept in $state)"
     return 1

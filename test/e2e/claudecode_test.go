@@ -15,6 +15,9 @@ import (
 	"github.com/agentrun-dev/agentrun/mockmodel"
 )
 
+// parallelResult is the result of the mock's parallel scenario.
+const parallelResult = "Both commands finished.\nline 2: ls listed the workspace\nline 3: echo printed two\nline 4: nothing failed\nline 5: done"
+
 // claudeRun is a claude-code AgentRun of a mock scenario.
 func claudeRun(name, scenario string, port int) agentRun {
 	return agentRun{name: name, runtime: "claude-code", model: "sonnet", timeout: "5m", port: port,
@@ -44,7 +47,7 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 	if st.Phase != "Succeeded" || st.EndStatus != "finished" || st.ExitCode == nil || *st.ExitCode != 0 {
 		t.Errorf("phase %s endStatus %s exitCode %v detail %q", st.Phase, st.EndStatus, st.ExitCode, st.Detail)
 	}
-	wantResult := "Both commands finished.\nline 2: ls listed the workspace\nline 3: echo printed two\nline 4: nothing failed\nline 5: done"
+	wantResult := parallelResult
 	if st.Result == nil || *st.Result != wantResult {
 		t.Errorf("result %v, want %q", st.Result, wantResult)
 	}
