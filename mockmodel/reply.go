@@ -53,6 +53,8 @@ type reply struct {
 
 	// delay is waited before answering.
 	delay time.Duration
+	// cut ends the stream after message_start (Options.CutStreams).
+	cut bool
 }
 
 func (r *reply) stopReason() string {
@@ -301,6 +303,9 @@ func (r *reply) stream(ctx context.Context, w http.ResponseWriter, model string,
 	s.event("ping", nil)
 	served := r.Usage
 	served.OutputTokens = 1
+	if r.cut {
+		return served, false
+	}
 
 	for i, b := range r.Blocks {
 		switch b.Type {

@@ -61,6 +61,10 @@ type Options struct {
 	// behaves like a plain Anthropic-compatible gateway: claude-code's auto
 	// mode denies calls that need the server-side check, such as Agent).
 	NoSafeguards bool
+	// CutStreams drops the connection of the first CutStreams streamed
+	// main-agent calls right after message_start, as a failing network
+	// or gateway would; the ledger marks them aborted.
+	CutStreams int
 }
 
 // Call is one served model call (POST /v1/messages, /v1/responses or
@@ -97,6 +101,7 @@ type Server struct {
 	ledger []Call
 	seen   map[string]int // message id base -> times served
 	paths  map[string]int // "METHOD /path" -> count
+	cuts   int            // streams cut so far (Options.CutStreams)
 
 	logMu   sync.Mutex
 	closing chan struct{}
@@ -349,10 +354,27 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, body []b
 		case <-ctx.Done():
 		}
 	}()
+	rep.cut = c.Role == RoleMain && s.takeCut()
 	served, complete := rep.stream(ctx, w, req.Model, id, s.opts.SlowInterval, s.opts.SlowMax)
 	call.Usage = served
 	call.Aborted = !complete
 	s.record(call)
+	if rep.cut {
+		// Not a clean end of the response: the connection is reset.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// takeCut reports whether this streamed call is one of the first
+// Options.CutStreams.
+func (s *Server) takeCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cuts >= s.opts.CutStreams {
+		return false
+	}
+	s.cuts++
+	return true
 }
 
 func orNone(s string) string {

@@ -759,3 +759,23 @@ func TestOtherPaths(t *testing.T) {
 		t.Errorf("only model calls go to the ledger: %+v", s.Ledger())
 	}
 }
+
+// TestCutStreams: the first streamed main call breaks after message_start
+// (the client reads an error, not a clean end) and is recorded aborted; the
+// next is whole.
+func TestCutStreams(t *testing.T) {
+	s := startServer(t, Options{CutStreams: 1})
+	body := req{Model: "m", Tools: agentTools, Stream: true, Messages: []any{userText("scenario:tool")}}
+	resp := post(t, s, body)
+	b, err := io.ReadAll(resp.Body)
+	if err == nil || !strings.Contains(string(b), "message_start") || strings.Contains(string(b), "message_stop") {
+		t.Errorf("cut stream: err %v, body %q", err, b)
+	}
+	if evs := streamEvents(t, s, body); evs[len(evs)-1].Name != "message_stop" {
+		t.Errorf("the second call is cut too: %v", evs[len(evs)-1])
+	}
+	l := s.Ledger()
+	if len(l) != 2 || !l[0].Aborted || l[1].Aborted {
+		t.Errorf("ledger %+v", l)
+	}
+}

@@ -68,8 +68,9 @@ type call struct {
 	// outputFinal is set once a report of the call's final output count
 	// arrived. In 2.1.328 the assistant lines carry message_start's usage,
 	// whose output_tokens is a placeholder; only message_delta (main agent,
-	// with --include-partial-messages) and a subagent's closing report give
-	// the real count. Without one the output is reported as null.
+	// with --include-partial-messages), a subagent's closing report and a
+	// call fetched without streaming (a complete message, with its
+	// stop_reason) give the real count. Without one the output is null.
 	outputFinal bool
 }
 
@@ -301,6 +302,12 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 		c := a.call(m.ID, parent, m.Model, emit)
 		if m.Usage != nil && a.streamingID != m.ID && !a.finishedCalls.Has(m.ID) {
 			c.usage = mergeUsage(c.usage, m.Usage)
+			// A message with its stop reason is complete: claude-code
+			// fetched it without streaming (its fallback when a stream
+			// breaks), and its output count is the final one.
+			if m.StopReason != nil && m.Usage.OutputTokens != nil {
+				c.outputFinal = true
+			}
 			emit(records.CallUsage{Parent: parent, CallID: m.ID, Counts: c.usage})
 		}
 	}

@@ -59,6 +59,9 @@ type wireMessage struct {
 	Model   string          `json:"model"`
 	Content json.RawMessage `json:"content"` // a string (echoed prompt) or blocks
 	Usage   *wireUsage      `json:"usage"`
+	// StopReason is null on the assistant lines of a streamed call and set
+	// on a complete message (a call fetched without streaming).
+	StopReason *string `json:"stop_reason"`
 }
 
 type wireBlock struct {

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentrun-dev/agentrun/mockmodel"
+)
+
+// TestClaudeCodeStreamBreaks: when a model stream breaks mid-call,
+// claude-code 2.1.328 fetches the same call again without streaming (its
+// fallback; with CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1 it fails the
+// run instead). The broken call shows as a usage event without output,
+// the fetched one with its exact counts, and the run goes on.
+func TestClaudeCodeStreamBreaks(t *testing.T) {
+	r := runScenario(t, "tool", mockmodel.Options{CutStreams: 1})
+	end := r.end()
+	if end == nil || end.Status != "finished" || end.Result == nil || *end.Result != "Done: wrote hello.txt" {
+		t.Fatalf("end %+v; stderr:\n%s", end, r.stderr)
+	}
+	l := r.srv.Ledger()
+	if len(l) < 3 || !l[0].Aborted || l[1].Stream || l[1].Step != 0 {
+		t.Fatalf("ledger %+v: want the cut call, then the same step without streaming", l)
+	}
+	if got, want := r.types(), "start network prompt usage tool_start usage tool text usage end"; got != want {
+		t.Errorf("types:\n got %s\nwant %s", got, want)
+	}
+	for _, err := range mockmodel.VerifyUsage(r.events, l, false) {
+		t.Error(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.workdir, "hello.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("the tool did not run once: %q %v", b, err)
+	}
+	checkRawReplays(t, r.result, true)
+}
