@@ -28,6 +28,40 @@ func ReadLedger(path string) ([]Call, error) {
 	return out, sc.Err()
 }
 
+// AsSeenByClient is the ledger as the client lived it. The mock marks a
+// call aborted when the client went away mid-stream; a client that drops a
+// stream the mock had finished writing leaves no trace but asking the same
+// step of the same conversation again (claude-code does, under load, and
+// then fetches the call without streaming). The earlier of two such calls
+// was discarded by the client, so it is marked aborted in the copy.
+func AsSeenByClient(ledger []Call) []Call {
+	out := append([]Call(nil), ledger...)
+	key := func(c Call) string { return fmt.Sprint(c.Scenario, "/", c.Role, "/", c.Kind, "/", c.Step) }
+	last := map[string]int{}
+	for i, c := range out {
+		if c.Role != RoleSide && c.Status == 200 {
+			last[key(c)] = i
+		}
+	}
+	for i := range out {
+		if c := &out[i]; c.Role != RoleSide && c.Status == 200 && last[key(*c)] != i {
+			c.Aborted = true
+		}
+	}
+	return out
+}
+
+// Retried reports a call the client cut or dropped and asked again, as
+// AsSeenByClient sees it: the order of a run's events then varies.
+func Retried(ledger []Call) bool {
+	for _, c := range AsSeenByClient(ledger) {
+		if c.Aborted {
+			return true
+		}
+	}
+	return false
+}
+
 // VerifyUsage checks a run's usage events and end.usage against what the mock
 // served, and returns every mismatch:
 //   - the main agent's usage events are the main calls, in order, exactly;
@@ -36,11 +70,12 @@ func ReadLedger(path string) ([]Call, error) {
 //     runtime does not report it (claude-code 2.1.328 reports a subagent's
 //     output only for its last call), but each subagent's last call is exact;
 //   - end.usage's token totals are the sum of every completed call served,
-//     when no call was cut short.
+//     when no call was cut short (AsSeenByClient says which were).
 //
 // nullMainOutput allows null main-agent output counts (claude-code run
 // without --include-partial-messages reports none).
 func VerifyUsage(stream []events.Event, ledger []Call, nullMainOutput bool) []error {
+	ledger = AsSeenByClient(ledger)
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	var mainCalls, subCalls []Call

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,8 +66,7 @@ func TestClaudeCodeScenarios(t *testing.T) {
 			// retried itself (seen once on a loaded machine) adds a usage
 			// event; the ledger says so.
 			want := strings.Replace(tt.types, "start ", "start network ", 1)
-			ledger, retried := asSeenByCLI(r.srv.Ledger())
-			if retried {
+			if mockmodel.Retried(r.srv.Ledger()) {
 				t.Logf("the CLI retried a model call; types %s", r.types())
 			} else if tt.types != "" && r.types() != want {
 				t.Errorf("types:\n got %s\nwant %s", r.types(), want)
@@ -82,7 +80,7 @@ func TestClaudeCodeScenarios(t *testing.T) {
 			if (tt.result == "") != (end.Result == nil) || (end.Result != nil && *end.Result != tt.result) {
 				t.Errorf("result %v, want %q", end.Result, tt.result)
 			}
-			for _, err := range mockmodel.VerifyUsage(r.events, ledger, false) {
+			for _, err := range mockmodel.VerifyUsage(r.events, r.srv.Ledger(), false) {
 				t.Error(err)
 			}
 			// Cost is the CLI's own total; null when it reported no model usage.
@@ -349,48 +347,5 @@ func TestClaudeCodeImage(t *testing.T) {
 	}
 	if end := r.end(); end == nil || end.Status != "finished" {
 		t.Fatalf("end %+v", end)
-	}
-}
-
-// asSeenByCLI is the mock's ledger as the CLI lived it, and whether the
-// CLI retried a model call on its own (seen on a loaded machine). The mock
-// marks a call aborted when the client went away mid-stream; but a client
-// that drops a stream the mock had finished writing leaves no trace but
-// asking the same step of the same conversation again (in CI, claude-code
-// then counted 1 output token for the dropped call and fetched the retry
-// without streaming, TestClaudeCodeStreamBreaks). The earlier of two such
-// calls was discarded by the CLI, so it is marked aborted here.
-func asSeenByCLI(ledger []mockmodel.Call) (out []mockmodel.Call, retried bool) {
-	out = append([]mockmodel.Call(nil), ledger...)
-	key := func(c mockmodel.Call) string { return fmt.Sprint(c.Scenario, "/", c.Role, "/", c.Kind, "/", c.Step) }
-	last := map[string]int{}
-	for i, c := range out {
-		if c.Role != mockmodel.RoleSide && c.Status == 200 {
-			last[key(c)] = i
-		}
-	}
-	for i := range out {
-		c := &out[i]
-		if c.Role != mockmodel.RoleSide && c.Status == 200 && last[key(*c)] != i {
-			c.Aborted = true
-		}
-		retried = retried || c.Aborted
-	}
-	return out, retried
-}
-
-// TestAsSeenByCLI: the earlier of two calls of the same step is the one the
-// CLI dropped; side calls repeat by nature and never count.
-func TestAsSeenByCLI(t *testing.T) {
-	main := func(step int) mockmodel.Call {
-		return mockmodel.Call{Scenario: "denied", Role: mockmodel.RoleMain, Step: step, Status: 200}
-	}
-	side := mockmodel.Call{Role: mockmodel.RoleSide, Kind: mockmodel.SideTitle, Status: 200}
-	got, retried := asSeenByCLI([]mockmodel.Call{side, main(0), main(0), side, main(1)})
-	if !retried || !got[1].Aborted || got[2].Aborted || got[4].Aborted || got[0].Aborted || got[3].Aborted {
-		t.Errorf("retried %v, aborted %v %v %v %v %v", retried, got[0].Aborted, got[1].Aborted, got[2].Aborted, got[3].Aborted, got[4].Aborted)
-	}
-	if _, retried := asSeenByCLI([]mockmodel.Call{main(0), side, side, main(1)}); retried {
-		t.Error("a plain run counts as retried")
 	}
 }
