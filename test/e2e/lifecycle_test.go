@@ -59,15 +59,13 @@ func TestTimeout(t *testing.T) {
 
 // TestDeletedAgentRun: deleting a run while its agent works stops the agent
 // (the Pod's SIGTERM ends the stream with status interrupted, seen through
-// `kubectl logs -f` on the events sidecar, which outlives the agent) and leaves nothing behind: the
-// Job and the Pod go too, the harvest finalizer does not hold the Pod.
+// `kubectl logs -f` on the events sidecar, which outlives the agent) and
+// leaves nothing behind: the Job and the Pod go too, the harvest finalizer
+// does not hold the Pod.
 func TestDeletedAgentRun(t *testing.T) {
 	t.Parallel()
-	port := slowMock(t)
 	const name = "e2e-deleted"
-	claudeRun(name, "slow", port).apply(t)
-
-	pod := waitWorking(t, name)
+	pod := workingRun(t, name)
 	wait := follow(t, pod)
 	time.Sleep(time.Second) // into the slow model call
 	deleted := time.Now()
@@ -110,10 +108,8 @@ func TestDeletedAgentRun(t *testing.T) {
 // PodDeleted, saying when; the Job does not start the agent again.
 func TestPodDeletedMidRun(t *testing.T) {
 	t.Parallel()
-	port := slowMock(t)
 	const name = "e2e-pod-deleted"
-	claudeRun(name, "slow", port).apply(t)
-	pod := waitWorking(t, name)
+	pod := workingRun(t, name)
 	time.Sleep(time.Second) // into the slow model call
 	deleted := time.Now()
 	if _, err := kube("delete", "pod", pod, "--wait=false"); err != nil {
@@ -151,10 +147,12 @@ func TestPodDeletedMidRun(t *testing.T) {
 	}
 }
 
-// waitWorking waits until the run's agent is at work (its prompt is in the
-// event stream) and returns its Pod.
-func waitWorking(t *testing.T, name string) string {
+// workingRun applies a claude-code run of the slow scenario and waits until
+// its agent is at work (its prompt is in the event stream, the model call
+// trickles on); it returns the run's Pod.
+func workingRun(t *testing.T, name string) string {
 	t.Helper()
+	claudeRun(name, "slow", slowMock(t)).apply(t)
 	var pod string
 	started := eventually(2*time.Minute, func() bool {
 		run := getRun(t, name)
