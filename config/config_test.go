@@ -113,7 +113,7 @@ func TestSamplesBuild(t *testing.T) {
 		}
 		runtimes[o["spec"].(map[string]any)["runtime"].(string)] = true
 	}
-	for _, rt := range []string{"claude-code", "codex", "pi", "dsh"} {
+	for _, rt := range []string{"claude-code", "codex", "pi"} {
 		if !runtimes[rt] {
 			t.Errorf("no sample for %s", rt)
 		}
