@@ -178,8 +178,9 @@ func (r *AgentRunReconciler) readEventLog(ctx context.Context, s *scope, pod *co
 // running agent is stopped by deleting its Pod: the kubelet's SIGTERM,
 // which agentrun passes to the CLI as SIGINT, ends it as interrupted with
 // its end summary, and the harvest finalizer keeps the Pod until that is
-// in status (computeOutcome then says Cancelled). The Job stays, for
-// `kubectl logs`, until the TTL.
+// in status (computeOutcome then says Cancelled). The Job is not deleted
+// for it: with backoffLimit 0 it fails and starts no other Pod (and
+// reconcileEnded deletes one that does).
 func (r *AgentRunReconciler) reconcileCancel(ctx context.Context, s *scope) error {
 	if !s.run.Spec.Cancel {
 		return nil
