@@ -179,8 +179,9 @@ type AgentRunSpec struct {
 	// and result are kept; a run that has not started (no Job yet, a Job
 	// queued by Kueue, a Pod whose agent has not started) ends without
 	// starting. Either way the run ends with endStatus interrupted and
-	// reason Cancelled, and the AgentRun stays as its record. Setting it
-	// on a run that has already ended changes nothing.
+	// reason Cancelled (endStatus failed if the agent never reported its
+	// end, say its node was lost), and the AgentRun stays as its record.
+	// Setting it on a run that has already ended changes nothing.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
 }
