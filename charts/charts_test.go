@@ -29,16 +29,8 @@ func root(t *testing.T) string {
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	r := root(t)
-	tool := exec.Command(filepath.Join(r, "hack", "k8s-tool.sh"), "helm")
-	var stderr bytes.Buffer
-	tool.Stderr = &stderr
-	bin, err := tool.Output()
-	if err != nil {
-		t.Fatalf("building helm: %v\n%s", err, stderr.String())
-	}
-	cmd := exec.Command(strings.TrimSpace(string(bin)), args...)
-	cmd.Dir = r
+	cmd := exec.Command(helmBin(t), args...)
+	cmd.Dir = root(t)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -84,10 +76,10 @@ func TestHelmLint(t *testing.T) {
 }
 
 func TestHelmTemplate(t *testing.T) {
-	for _, kube := range []string{"1.29.0", "1.34.0"} {
+	for _, kube := range []string{"1.31.0", "1.34.0"} {
 		t.Run(kube, func(t *testing.T) {
 			objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "agentrun-system",
-				"--kube-version", kube, "--include-crds", "--set", "runner.image=runner:v9"))
+				"--kube-version", kube, "--set", "runner.image=runner:v9"))
 			for _, want := range [][2]string{
 				{"CustomResourceDefinition", "agentruns.agentrun.dev"}, {"ServiceAccount", "ar-manager"},
 				{"ClusterRole", "ar-manager"}, {"ClusterRoleBinding", "ar-manager"}, {"Role", "leader-election"},
@@ -109,6 +101,17 @@ func TestHelmTemplate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHelmRefusesOlderKubernetes: the chart's kubeVersion is the CRD's
+// true minimum (api/v1alpha1 TestCRDRulesCompileOnMinimumKubernetes).
+func TestHelmRefusesOlderKubernetes(t *testing.T) {
+	cmd := exec.Command(helmBin(t), "template", "ar", "charts/agentrun", "--kube-version", "1.30.9")
+	cmd.Dir = root(t)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "kubeVersion") {
+		t.Errorf("helm template for Kubernetes 1.30: %v\n%s", err, out)
 	}
 }
 
@@ -176,7 +179,7 @@ func TestChartMatchesGeneratedManifests(t *testing.T) {
 		}
 		return b
 	}
-	if !bytes.Equal(read("charts/agentrun/crds/agentrun.dev_agentruns.yaml"), read("config/crd/bases/agentrun.dev_agentruns.yaml")) {
+	if !bytes.Equal(read("charts/agentrun/files/agentrun.dev_agentruns.yaml"), read("config/crd/bases/agentrun.dev_agentruns.yaml")) {
 		t.Error("the chart's CRD differs from config/crd/bases: run make manifests")
 	}
 	var generated struct {
@@ -200,5 +203,46 @@ func TestChartMatchesGeneratedManifests(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "pods/log") {
 		t.Error("the manager needs get on pods/log to read a cut result from the event log")
+	}
+}
+
+// TestCRDIsATemplate: the chart renders the CRD as a template (so `helm
+// upgrade` upgrades it; Helm never upgrades crds/), exactly as generated
+// plus the release's labels and resource-policy keep (uninstalling the
+// release leaves the CRD and so the runs' records); crds.install=false
+// leaves it out.
+func TestCRDIsATemplate(t *testing.T) {
+	r := root(t)
+	if _, err := os.Stat(filepath.Join(r, "charts", "agentrun", "crds")); err == nil {
+		t.Error("charts/agentrun/crds exists: Helm would install that CRD once and then never upgrade it")
+	}
+	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "x", "--kube-version", "1.34.0"))
+	crd := find(objs, "CustomResourceDefinition", "agentruns.agentrun.dev")
+	if crd == nil {
+		t.Fatal("no CRD in the rendered chart")
+	}
+	md := crd["metadata"].(map[string]any)
+	annotations, _ := md["annotations"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if annotations["helm.sh/resource-policy"] != "keep" || labels["app.kubernetes.io/managed-by"] != "Helm" {
+		t.Errorf("CRD metadata %v", md)
+	}
+	delete(annotations, "helm.sh/resource-policy")
+	delete(md, "labels")
+	b, err := os.ReadFile(filepath.Join(r, "config", "crd", "bases", "agentrun.dev_agentruns.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generated map[string]any
+	if err := yaml.Unmarshal(b, &generated); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(crd, generated) {
+		got, _ := yaml.Marshal(crd)
+		t.Errorf("the rendered CRD is not the generated one:\n%.2000s", got)
+	}
+	off := docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0", "--set", "crds.install=false"))
+	if find(off, "CustomResourceDefinition", "agentruns.agentrun.dev") != nil {
+		t.Error("crds.install=false still renders the CRD")
 	}
 }

@@ -56,9 +56,10 @@ func TestDefaultBuilds(t *testing.T) {
 	}
 }
 
-// TestManagerRBACIsLeast: the manager may read and delete AgentRuns and
-// write their status, create and delete Jobs, patch Pods (the harvest
-// finalizer), read pods/log, and write Events; nothing else, and never
+// TestManagerRBACIsLeast: the manager may read AgentRuns (never delete
+// them: they are the runs' records) and write their status, create and
+// delete Jobs, patch Pods (the harvest finalizer) and delete them (to
+// cancel a run), read pods/log, and write Events; nothing else, and never
 // Secrets.
 func TestManagerRBACIsLeast(t *testing.T) {
 	var role struct {
@@ -84,10 +85,10 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"agentrun.dev/agentruns":        "delete,get,list,watch",
+		"agentrun.dev/agentruns":        "get,list,watch",
 		"agentrun.dev/agentruns/status": "get,patch,update",
 		"batch/jobs":                    "create,delete,get,list,watch",
-		"/pods":                         "get,list,patch,watch",
+		"/pods":                         "delete,get,list,patch,watch",
 		"/pods/log":                     "get",
 		"/events":                       "create,patch",
 	}
@@ -113,7 +114,7 @@ func TestSamplesBuild(t *testing.T) {
 		}
 		runtimes[o["spec"].(map[string]any)["runtime"].(string)] = true
 	}
-	for _, rt := range []string{"claude-code", "codex", "pi", "dsh"} {
+	for _, rt := range []string{"claude-code", "codex", "pi"} {
 		if !runtimes[rt] {
 			t.Errorf("no sample for %s", rt)
 		}

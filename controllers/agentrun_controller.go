@@ -85,16 +85,19 @@ func (s *scope) requeueAfter(d time.Duration) {
 	}
 }
 
-// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch;delete
+// The manager never deletes an AgentRun (it is the run's record, and
+// GitOps tools would re-create it); it deletes Pods only to cancel a run.
+//
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile brings one AgentRun a step closer to its end: the Job, then the
-// Pod, then the harvest; one status write; then what follows from a status
-// already written (releasing the Pod, the TTL).
+// Pod, then the harvest, then a cancel; one status write; then what follows
+// from a status already written (releasing the Pod, the TTL).
 func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	res, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
@@ -121,9 +124,12 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	if isTerminal(run.Status) {
-		return r.reconcileEnded(ctx, s)
+		if err := r.reconcileEnded(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.writeStatus(ctx, s)
 	}
-	for _, phase := range []func(context.Context, *scope) error{r.reconcileJob, r.reconcilePod, r.reconcileHarvest} {
+	for _, phase := range []func(context.Context, *scope) error{r.reconcileJob, r.reconcilePod, r.reconcileHarvest, r.reconcileCancel} {
 		if err := phase(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -138,7 +144,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 
 // newScope reads the run's Job and Pods from the cache.
 func (r *AgentRunReconciler) newScope(ctx context.Context, run *v1alpha1.AgentRun) (*scope, error) {
-	s := &scope{run: run, obs: observation{Now: r.Clock.Now()}}
+	s := &scope{run: run, obs: observation{Now: r.Clock.Now(), Cancel: run.Spec.Cancel, Started: run.Status.StartTime != nil}}
 	job := &batchv1.Job{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: JobName(run.Name)}, job)
 	switch {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/aggregator"
@@ -670,29 +673,235 @@ func TestStatusNeverRegresses(t *testing.T) {
 	})
 }
 
-func TestTTLDeletesAfterHarvest(t *testing.T) {
+// TestTTLRemovesJobKeepsRecord: spec.ttlSecondsAfterFinished deletes the
+// Job (and with it the Pod) once it has passed; the AgentRun stays with its
+// status, so a GitOps tool has nothing to re-create and nothing runs again.
+func TestTTLRemovesJobKeepsRecord(t *testing.T) {
 	h := newHarness(t)
 	h.createRun("ttl", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](600) })
-	pod := h.startPod(h.job("ttl"))
+	job := h.job("ttl")
+	pod := h.startPod(job)
 	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", message(anEnd("bye")), true))
-	h.phaseIs("ttl", v1alpha1.PhaseSucceeded)
-	h.consistently("kept until the TTL", 500*time.Millisecond, func() string {
-		run := &v1alpha1.AgentRun{}
-		if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "ttl"}, run); err != nil {
-			return err.Error()
+	ended := h.phaseIs("ttl", v1alpha1.PhaseSucceeded)
+	h.consistently("the Job is kept until the TTL", 500*time.Millisecond, func() string {
+		if n := h.jobCount(); n != 1 {
+			return fmt.Sprintf("%d Jobs", n)
 		}
 		return ""
 	})
 	h.clock.Step(11 * time.Minute)
 	h.poke("ttl")
-	h.eventually("AgentRun deleted", func() string {
-		run := &v1alpha1.AgentRun{}
-		err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "ttl"}, run)
-		if isNotFound(err) || (err == nil && run.DeletionTimestamp != nil) {
+	h.eventually("Job deleted", func() string {
+		cur := &batchv1.Job{}
+		err := h.c.Get(h.ctx, client.ObjectKeyFromObject(job), cur)
+		if isNotFound(err) || (err == nil && cur.DeletionTimestamp != nil) {
 			return ""
 		}
 		return fmt.Sprintf("still there: %v", err)
 	})
+	h.waitEvent("ttl", "Normal/JobRemoved: spec.ttlSecondsAfterFinished (600s) has passed")
+	h.poke("ttl")
+	h.consistently("the AgentRun stays with its record, and nothing runs again", time.Second, func() string {
+		run := &v1alpha1.AgentRun{}
+		if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: "ttl"}, run); err != nil || run.DeletionTimestamp != nil {
+			return fmt.Sprintf("the AgentRun is going: %v", err)
+		}
+		st := run.Status
+		if st.Phase != v1alpha1.PhaseSucceeded || *st.Result != "bye" || *st.Usage.TotalTokens != *ended.Status.Usage.TotalTokens ||
+			!st.CompletionTime.Equal(ended.Status.CompletionTime) || succeeded(run).Reason != "Finished" {
+			return fmt.Sprintf("status changed: %+v", st)
+		}
+		if n := h.jobCount(); n != 0 {
+			return fmt.Sprintf("%d Jobs", n)
+		}
+		return ""
+	})
+}
+
+// cancel sets spec.cancel, as a user (or a GitOps tool) would.
+func (h *harness) cancel(name string) {
+	h.t.Helper()
+	run := h.get(name)
+	h.modify(run, false, func() { run.Spec.Cancel = true })
+}
+
+// kstatusOf computes the run's kstatus (what Flux and kpt read) from the
+// object as the API server returns it.
+func (h *harness) kstatusOf(name string) kstatus.Status {
+	h.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentRun"))
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: name}, u); err != nil {
+		h.t.Fatal(err)
+	}
+	res, err := kstatus.Compute(u)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.Status
+}
+
+func conditionIs(run *v1alpha1.AgentRun, typ string) string {
+	c := meta.FindStatusCondition(run.Status.Conditions, typ)
+	if c == nil {
+		return "none"
+	}
+	return string(c.Status) + "/" + c.Reason
+}
+
+// TestCancelRunning: spec.cancel on a running run deletes its Pod (the
+// kubelet's SIGTERM makes the agent end as interrupted and write its
+// summary); the harvest keeps the partial usage and result, the run ends
+// Failed with reason Cancelled, and the record stays. `kubectl wait` on the
+// Ended condition returns for it, and kstatus reads it as Failed.
+func TestCancelRunning(t *testing.T) {
+	h := newHarness(t)
+	h.createRun("cancel", nil)
+	job := h.job("cancel")
+	pod := h.startPod(job)
+	h.setStatus(pod, running(h.clock.Now()))
+	h.phaseIs("cancel", v1alpha1.PhaseRunning)
+	if s := h.kstatusOf("cancel"); s != kstatus.InProgressStatus {
+		t.Errorf("kstatus of a running run: %s", s)
+	}
+
+	h.cancel("cancel")
+	h.eventually("the Pod is being deleted", func() string {
+		cur, ok := h.podExists(pod)
+		if !ok || cur.DeletionTimestamp == nil {
+			return "not deleting"
+		}
+		return ""
+	})
+	h.waitEvent("cancel", "Normal/Cancelling: spec.cancel is set: stopping the agent in Pod "+pod.Name)
+	if run := h.get("cancel"); run.Status.Phase != v1alpha1.PhaseRunning {
+		t.Errorf("phase %s while the agent stops: it runs until it has written its end", run.Status.Phase)
+	}
+
+	// The kubelet stops the agent; agentrun ends it as interrupted with
+	// what it had so far.
+	e := anEnd("partial answer")
+	e.Status, e.ExitCode = events.StatusInterrupted, nil
+	h.setStatus(pod, agentExited(h.clock.Now(), 130, "Error", message(e), true))
+	run := h.phaseIs("cancel", v1alpha1.PhaseFailed)
+	st := run.Status
+	if st.EndStatus != events.StatusInterrupted || *st.Result != "partial answer" || st.Usage == nil || *st.Usage.InputTokens != 18234 ||
+		!strings.HasPrefix(st.Detail, "cancelled (spec.cancel): the agent was stopped at ") {
+		t.Errorf("status %+v", st)
+	}
+	for typ, want := range map[string]string{v1alpha1.ConditionSucceeded: "False/Cancelled", v1alpha1.ConditionEnded: "True/Cancelled",
+		v1alpha1.ConditionStalled: "True/Cancelled", v1alpha1.ConditionReady: "False/Cancelled", v1alpha1.ConditionReconciling: "False/Ended"} {
+		if got := conditionIs(run, typ); got != want {
+			t.Errorf("%s = %s, want %s", typ, got, want)
+		}
+	}
+	if st.ObservedGeneration != run.Generation || run.Generation != 2 {
+		t.Errorf("observedGeneration %d, generation %d", st.ObservedGeneration, run.Generation)
+	}
+	h.waitEvent("cancel", "Normal/Cancelled")
+	if s := h.kstatusOf("cancel"); s != kstatus.FailedStatus {
+		t.Errorf("kstatus of a cancelled run: %s", s)
+	}
+	kubectl := testEnv.ControlPlane.KubeCtl()
+	if _, errOut, err := kubectl.Run("wait", "--for=condition=Ended", "-n", h.ns, "agentrun/cancel", "--timeout=10s"); err != nil {
+		b, _ := io.ReadAll(errOut)
+		t.Errorf("kubectl wait --for=condition=Ended on a cancelled run: %v: %s", err, b)
+	}
+	// The Pod is released; the Job stays (kubectl logs job/...).
+	h.eventually("harvest finalizer released", func() string {
+		if p, ok := h.podExists(pod); ok && slices.Contains(p.Finalizers, HarvestFinalizer) {
+			return "still there"
+		}
+		return ""
+	})
+	if n := h.jobCount(); n != 1 {
+		t.Errorf("%d Jobs after the cancel, want the one, kept for its log", n)
+	}
+}
+
+// TestCancelQueued: a run whose Job is still suspended by a queue is
+// cancelled without starting: its Job goes at once, it ends interrupted /
+// Cancelled with no start time and no usage.
+func TestCancelQueued(t *testing.T) {
+	h := newHarness(t)
+	h.createRun("queued", func(s *v1alpha1.AgentRunSpec) {
+		s.PodOverrides = &v1alpha1.PodOverrides{Labels: map[string]string{KueueQueueLabel: "agents"}}
+	})
+	h.job("queued")
+	h.phaseIs("queued", v1alpha1.PhaseQueued)
+	if s := h.kstatusOf("queued"); s != kstatus.InProgressStatus {
+		t.Errorf("kstatus of a queued run: %s", s)
+	}
+	h.cancel("queued")
+	run := h.phaseIs("queued", v1alpha1.PhaseFailed)
+	st := run.Status
+	if st.EndStatus != events.StatusInterrupted || conditionIs(run, v1alpha1.ConditionSucceeded) != "False/Cancelled" ||
+		!strings.Contains(st.Detail, "while queued") || st.StartTime != nil || st.Usage != nil || st.CompletionTime == nil {
+		t.Errorf("status %+v", st)
+	}
+	h.eventually("the Job is gone", func() string {
+		if n := h.jobCount(); n != 0 {
+			return fmt.Sprintf("%d Jobs", n)
+		}
+		return ""
+	})
+	h.consistently("no Job again", 500*time.Millisecond, func() string {
+		if n := h.jobCount(); n != 0 {
+			return fmt.Sprintf("%d Jobs", n)
+		}
+		return ""
+	})
+}
+
+// TestCancelBeforeJob: a run created cancelled (or cancelled before the
+// controller saw it) never gets a Job.
+func TestCancelBeforeJob(t *testing.T) {
+	h := newHarness(t)
+	h.stopController()
+	h.createRun("never", func(s *v1alpha1.AgentRunSpec) { s.Cancel = true })
+	h.start()
+	run := h.phaseIs("never", v1alpha1.PhaseFailed)
+	if conditionIs(run, v1alpha1.ConditionEnded) != "True/Cancelled" || !strings.Contains(run.Status.Detail, "before its Job was created") ||
+		run.Status.JobName != "" {
+		t.Errorf("status %+v", run.Status)
+	}
+	h.consistently("no Job", 500*time.Millisecond, func() string {
+		if n := h.jobCount(); n != 0 {
+			return fmt.Sprintf("%d Jobs", n)
+		}
+		return ""
+	})
+}
+
+// TestCancelAfterEnd: spec.cancel on a run that has ended changes nothing
+// but the generation the status reports, so health tools read the run as
+// before instead of waiting for a generation nobody will observe.
+func TestCancelAfterEnd(t *testing.T) {
+	h := newHarness(t)
+	h.createRun("over", nil)
+	pod := h.startPod(h.job("over"))
+	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", message(anEnd("done")), true))
+	before := h.phaseIs("over", v1alpha1.PhaseSucceeded)
+	if s := h.kstatusOf("over"); s != kstatus.CurrentStatus {
+		t.Errorf("kstatus of a succeeded run: %s", s)
+	}
+	h.cancel("over")
+	h.eventually("generation 2 observed", func() string {
+		if run := h.get("over"); run.Status.ObservedGeneration != 2 {
+			return fmt.Sprintf("observedGeneration %d", run.Status.ObservedGeneration)
+		}
+		return ""
+	})
+	run := h.get("over")
+	if !statusEqual(run.Status, before.Status) || *run.Status.Result != "done" {
+		t.Errorf("the ended status changed:\n%+v\n%+v", before.Status, run.Status)
+	}
+	if s := h.kstatusOf("over"); s != kstatus.CurrentStatus {
+		t.Errorf("kstatus after the cancel: %s", s)
+	}
+	if _, ok := h.podExists(pod); !ok {
+		t.Error("the Pod of an ended run was deleted for a cancel")
+	}
 }
 
 func TestDeletedRunReleasesItsPods(t *testing.T) {

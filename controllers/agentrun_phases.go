@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/summary"
@@ -38,6 +37,10 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		return nil
 	}
 	name := JobName(run.Name)
+	if run.Spec.Cancel && run.Status.JobName == "" {
+		// Cancelled before it had a Job: it never gets one.
+		return nil
+	}
 	if run.Status.JobName != "" {
 		// Created before: the cache may lag, so ask the API server.
 		job := &batchv1.Job{}
@@ -169,37 +172,92 @@ func (r *AgentRunReconciler) readEventLog(ctx context.Context, s *scope, pod *co
 	return true
 }
 
+// reconcileCancel carries out spec.cancel. A run whose agent has not
+// started has its outcome already (computeOutcome): its Job goes now,
+// before that outcome is written, so a queue cannot start it in between. A
+// running agent is stopped by deleting its Pod: the kubelet's SIGTERM,
+// which agentrun passes to the CLI as SIGINT, ends it as interrupted with
+// its end summary, and the harvest finalizer keeps the Pod until that is
+// in status (computeOutcome then says Cancelled). The Job is not deleted
+// for it: with backoffLimit 0 it fails and starts no other Pod (and
+// reconcileEnded deletes one that does).
+func (r *AgentRunReconciler) reconcileCancel(ctx context.Context, s *scope) error {
+	if !s.run.Spec.Cancel {
+		return nil
+	}
+	if oc := s.outcome; oc != nil {
+		if oc.Reason == ReasonCancelled && s.obs.neverStarted() && s.job != nil && s.job.DeletionTimestamp == nil && metav1.IsControlledBy(s.job, s.run) {
+			_, err := r.deleteJob(ctx, s.job)
+			return err
+		}
+		return nil
+	}
+	pod := s.obs.Pod
+	if pod == nil || pod.DeletionTimestamp != nil || containerTerminated(pod, AgentContainer) != nil {
+		// Nothing to stop: no Pod seen yet, already stopping, or ended
+		// (the harvest waits for the events container).
+		return nil
+	}
+	err := r.Delete(ctx, pod, ctrl.Preconditions{UID: &pod.UID})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.events = append(s.events, event{corev1.EventTypeNormal, "Cancelling",
+		"spec.cancel is set: stopping the agent in Pod " + pod.Name + " (SIGTERM, passed on as SIGINT); its usage and result so far are kept"})
+	return nil
+}
+
 // reconcileEnded runs once the end is in status: it releases the Pod (its
 // result is safe now), stops a Job that never got its agent going, and
-// deletes the AgentRun when its TTL has passed.
-func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) (reconcile.Result, error) {
+// deletes the Job (with its Pod) when spec.ttlSecondsAfterFinished has
+// passed. The AgentRun itself always stays: it is the run's record, and a
+// GitOps tool would re-create a deleted one and so run it again.
+func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) error {
 	if err := r.releasePods(ctx, s.pods); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
-	if job := s.job; job != nil && job.DeletionTimestamp == nil && metav1.IsControlledBy(job, s.run) && !jobFinished(job) &&
-		(!agentEnded(s.pods) || hasOtherPods(s.pods, s.run.Status.PodName)) {
+	job := s.job
+	if job == nil || job.DeletionTimestamp != nil || !metav1.IsControlledBy(job, s.run) {
+		return nil
+	}
+	if !jobFinished(job) && (!agentEnded(s.pods) || hasOtherPods(s.pods, s.run.Status.PodName)) {
 		// A Job whose Pod cannot start (or is gone) would otherwise keep
 		// trying until its deadline, and one that made a second Pod (a
 		// Job suspended and resumed by a queue) would run the agent
 		// again: the run has ended, so the Job goes.
-		if err := r.Delete(ctx, job, ctrl.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
+		_, err := r.deleteJob(ctx, job)
+		return err
 	}
 	ttl := s.run.Spec.TTLSecondsAfterFinished
 	if ttl == nil || s.run.Status.CompletionTime == nil {
-		return reconcile.Result{}, nil
+		return nil
 	}
 	expires := s.run.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 	if now := s.obs.Now; now.Before(expires) {
-		return reconcile.Result{RequeueAfter: expires.Sub(now)}, nil
+		s.requeueAfter(expires.Sub(now))
+		return nil
 	}
-	err := r.Delete(ctx, s.run, ctrl.PropagationPolicy(metav1.DeletePropagationBackground),
-		ctrl.Preconditions{UID: &s.run.UID})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
+	deleted, err := r.deleteJob(ctx, job)
+	if err != nil || !deleted {
+		return err
 	}
-	return reconcile.Result{}, nil
+	s.events = append(s.events, event{corev1.EventTypeNormal, "JobRemoved", fmt.Sprintf(
+		"spec.ttlSecondsAfterFinished (%ds) has passed: the Job %s and its Pod are deleted; this AgentRun keeps the run's record", *ttl, job.Name)})
+	return nil
+}
+
+// deleteJob deletes a Job of this run and, through the garbage collector,
+// its Pods. It reports false when the Job was gone already (the cache may
+// show a Job this manager deleted a moment ago).
+func (r *AgentRunReconciler) deleteJob(ctx context.Context, job *batchv1.Job) (bool, error) {
+	err := r.Delete(ctx, job, ctrl.PropagationPolicy(metav1.DeletePropagationBackground), ctrl.Preconditions{UID: &job.UID})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func jobFinished(job *batchv1.Job) bool {

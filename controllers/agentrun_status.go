@@ -29,6 +29,11 @@ const (
 	ReasonPodDeleted           = "PodDeleted"
 	ReasonJobDeleted           = "JobDeleted"
 	ReasonJobFailed            = "JobFailed"
+	// ReasonCancelled: spec.cancel stopped the run (end status
+	// interrupted), or ended it before its agent started.
+	ReasonCancelled = "Cancelled"
+	// ReasonEnded is the Running and Reconciling reason of an ended run.
+	ReasonEnded = "Ended"
 )
 
 // Status bounds. An AgentRun must stay far below etcd's 1.5 MiB object
@@ -80,6 +85,17 @@ type observation struct {
 	// the summary was cut.
 	LogEnd *events.End
 	LogErr error
+	// Cancel: spec.cancel is set.
+	Cancel bool
+	// Started: the agent container was seen running before (status has
+	// a startTime), even if its Pod is not seen now.
+	Started bool
+}
+
+// neverStarted: the agent container has not been seen running, now or
+// before.
+func (o observation) neverStarted() bool {
+	return !o.Started && containerStarted(o.Pod, AgentContainer) == nil
 }
 
 // outcome is how a run ended.
@@ -121,6 +137,13 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 	fail := func(reason, detail string) *outcome {
 		return &outcome{EndStatus: events.StatusFailed, Reason: reason, Detail: detail, Completion: o.Now}
 	}
+	if o.Cancel && o.neverStarted() {
+		// Nothing ran, so nothing is lost by ending now; the reconciler
+		// deletes the Job before this is written, so a queue cannot start
+		// it in between.
+		return &outcome{EndStatus: events.StatusInterrupted, Reason: ReasonCancelled, Completion: o.Now,
+			Detail: cancelledBeforeStart(o)}, 0
+	}
 	switch {
 	case o.PodGone:
 		return fail(ReasonPodVanished, "the Pod was deleted before the agent's result was read; the run's outcome is unknown"), 0
@@ -138,7 +161,11 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		}
 		// deletionTimestamp is when the Pod's grace period ends.
 		if dt := p.DeletionTimestamp; dt != nil && wait.until(o.Now, dt.Add(g.Deletion)) {
-			return fail(ReasonPodDeleted, fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", deletionRequested(p))), 0
+			detail := fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", deletionRequested(p))
+			if o.Cancel {
+				return fail(ReasonCancelled, "cancelled (spec.cancel): "+detail), 0
+			}
+			return fail(ReasonPodDeleted, detail), 0
 		}
 		if oc := startupOutcome(o, g, &wait); oc != nil {
 			return oc, 0
@@ -222,6 +249,15 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		case deadlineHit:
 			// Stopped by the Job's backstop, not by a person.
 			oc.Reason, oc.Detail, oc.FromSummary = ReasonDeadlineExceeded, deadlineDetail(o.Job), false
+		case o.Cancel:
+			// The controller deleted the Pod for spec.cancel: the
+			// interruption was asked for, not suffered.
+			oc.Reason, oc.FromSummary = ReasonCancelled, false
+			oc.Detail = "cancelled (spec.cancel): the agent was stopped"
+			if o.Pod != nil && o.Pod.DeletionTimestamp != nil {
+				oc.Detail += " at " + deletionRequested(o.Pod)
+			}
+			oc.Detail += "; usage and result are what it had reached"
 		case o.Pod != nil && o.Pod.DeletionTimestamp != nil:
 			// The SIGTERM came from the Pod's deletion (kubectl delete, a
 			// drain, an API eviction): say so, the agent cannot know.
@@ -262,6 +298,18 @@ func deletionRequested(p *corev1.Pod) string {
 		t = t.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// cancelledBeforeStart says where a run cancelled before its agent started
+// was stopped.
+func cancelledBeforeStart(o observation) string {
+	switch {
+	case o.Job == nil && !o.JobGone:
+		return "cancelled (spec.cancel) before its Job was created: the agent never ran"
+	case o.Job != nil && o.Job.Spec.Suspend != nil && *o.Job.Spec.Suspend:
+		return "cancelled (spec.cancel) while queued (its Job was suspended): the agent never ran"
+	}
+	return "cancelled (spec.cancel) before the agent started: the agent never ran"
 }
 
 func deadlineDetail(job *batchv1.Job) string {
@@ -320,9 +368,16 @@ func isTerminal(st v1alpha1.AgentRunStatus) bool { return phaseRank(st.Phase) ==
 // observed and the outcome, if any. It never goes back: an ended run keeps
 // its status, a running one does not return to pending, and names and
 // times once set stay.
+//
+// An ended run still reports the generation it has seen (spec.cancel set
+// after the end bumps it, and kstatus reads a stale observedGeneration as
+// InProgress), and gets any condition an older manager did not write,
+// from its Succeeded condition.
 func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation, oc *outcome) v1alpha1.AgentRunStatus {
 	st := *old.DeepCopy()
 	if isTerminal(old) {
+		st.ObservedGeneration = generation
+		st.Conditions = computeConditions(st.Conditions, st, nil, generation, o.Now)
 		return st
 	}
 	st.ObservedGeneration = generation
@@ -397,37 +452,68 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 	st.Detail = detail
 }
 
-// computeConditions sets the Succeeded and Running conditions of status st.
+// computeConditions sets the conditions of status st (see the condition
+// types in api/v1alpha1 for their polarity and reasons). The reason of an
+// end is the outcome's; without one (an ended run reconciled again) the
+// Succeeded condition's, which holds it since the end was written.
 func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, generation int64, now time.Time) []metav1.Condition {
 	out := append([]metav1.Condition{}, conds...)
 	ts := metav1.NewTime(now)
-	succeeded := metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionUnknown,
-		Reason: string(st.Phase), Message: "the run has not ended", ObservedGeneration: generation, LastTransitionTime: ts}
-	running := metav1.Condition{Type: v1alpha1.ConditionRunning, Status: metav1.ConditionFalse,
-		Reason: string(st.Phase), ObservedGeneration: generation, LastTransitionTime: ts}
+	cond := func(t string, status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&out, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message,
+			ObservedGeneration: generation, LastTransitionTime: ts})
+	}
+	phase := string(st.Phase)
 	switch st.Phase {
 	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed:
-		succeeded.Status = metav1.ConditionFalse
-		if st.Phase == v1alpha1.PhaseSucceeded {
-			succeeded.Status = metav1.ConditionTrue
-		}
-		succeeded.Reason = endReasons[st.EndStatus]
-		if oc != nil {
-			succeeded.Reason = oc.Reason
-		}
-		succeeded.Message = conditionMessage(st)
-		running.Reason, running.Message = "Ended", "the run has ended"
-	case v1alpha1.PhaseRunning:
-		running.Status, running.Message = metav1.ConditionTrue, "the agent runs in Pod "+st.PodName
-	case v1alpha1.PhaseQueued:
-		running.Message = "the Job is suspended until a queue (such as Kueue) admits it"
-	default:
-		running.Reason, running.Message = string(v1alpha1.PhasePending), "waiting for the agent container to start"
-		succeeded.Reason = string(v1alpha1.PhasePending)
+		reason := endReason(conds, st, oc)
+		msg := conditionMessage(st)
+		ok := st.Phase == v1alpha1.PhaseSucceeded
+		cond(v1alpha1.ConditionSucceeded, boolStatus(ok), reason, msg)
+		cond(v1alpha1.ConditionEnded, metav1.ConditionTrue, reason, msg)
+		cond(v1alpha1.ConditionReady, boolStatus(ok), reason, msg)
+		cond(v1alpha1.ConditionStalled, boolStatus(!ok), reason, msg)
+		cond(v1alpha1.ConditionReconciling, metav1.ConditionFalse, ReasonEnded, "the run has ended")
+		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, ReasonEnded, "the run has ended")
+		return out
 	}
-	meta.SetStatusCondition(&out, succeeded)
-	meta.SetStatusCondition(&out, running)
+	var doing string
+	switch st.Phase {
+	case v1alpha1.PhaseRunning:
+		doing = "the agent runs in Pod " + st.PodName
+	case v1alpha1.PhaseQueued:
+		doing = "the Job is suspended until a queue (such as Kueue) admits it"
+	default:
+		phase, doing = string(v1alpha1.PhasePending), "waiting for the agent container to start"
+	}
+	cond(v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, phase, "the run has not ended")
+	cond(v1alpha1.ConditionEnded, metav1.ConditionFalse, phase, "the run has not ended")
+	cond(v1alpha1.ConditionReady, metav1.ConditionFalse, phase, "the run has not ended")
+	cond(v1alpha1.ConditionStalled, metav1.ConditionFalse, phase, "the run has not failed")
+	cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, phase, doing)
+	cond(v1alpha1.ConditionRunning, boolStatus(st.Phase == v1alpha1.PhaseRunning), phase, doing)
 	return out
+}
+
+// endReason is the condition reason of an ended run.
+func endReason(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome) string {
+	if oc != nil {
+		return oc.Reason
+	}
+	if c := meta.FindStatusCondition(conds, v1alpha1.ConditionSucceeded); c != nil && c.Status != metav1.ConditionUnknown {
+		return c.Reason
+	}
+	if r := endReasons[st.EndStatus]; r != "" {
+		return r
+	}
+	return "Failed"
+}
+
+func boolStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
 }
 
 func conditionMessage(st v1alpha1.AgentRunStatus) string {
@@ -465,9 +551,13 @@ func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
 	}
 	if !isTerminal(old) && isTerminal(st) {
 		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
-		if st.Phase == v1alpha1.PhaseSucceeded {
+		switch {
+		case st.Phase == v1alpha1.PhaseSucceeded:
 			out = append(out, event{corev1.EventTypeNormal, "Finished", finishedMessage(st)})
-		} else {
+		case c.Reason == ReasonCancelled:
+			// Asked for, so not a warning.
+			out = append(out, event{corev1.EventTypeNormal, c.Reason, c.Message})
+		default:
 			out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
 		}
 	}

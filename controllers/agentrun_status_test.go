@@ -179,6 +179,45 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "interrupted by a person, the Pod still there", obs: observation{Job: testJob(nil),
 			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
 			wantReason: "Interrupted", wantStatus: events.StatusInterrupted},
+
+		// spec.cancel.
+		{name: "cancelled before its Job was created", obs: observation{Cancel: true},
+			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before its Job was created"},
+		{name: "cancelled while queued", obs: observation{Cancel: true, Job: testJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) })},
+			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "while queued"},
+		{name: "cancelled while its Pod pulls the image", obs: observation{Cancel: true, Job: testJob(nil),
+			Pod: testPod(waiting(AgentContainer, "ContainerCreating"))},
+			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
+		{name: "cancelled while queued, the Job already deleted for it", obs: observation{Cancel: true, JobGone: true},
+			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
+		{name: "cancelled while the agent runs: wait for its end", obs: observation{Cancel: true, Started: true, Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentRunning(p)
+				deletedAt(t0, 30)(p)
+			})}, wantWait: 30*time.Second + 2*time.Minute - time.Minute},
+		{name: "cancelled, the agent stopped with its summary", obs: observation{Cancel: true, Started: true, Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentTerminated(130, "Error", "")(p)
+				deletedAt(t0, 30)(p)
+			}), Summary: endSummary(events.StatusInterrupted, "partial")},
+			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "cancelled (spec.cancel): the agent was stopped at 2026-10-04T13:00:00Z"},
+		{name: "cancelled, but the agent finished first", obs: observation{Cancel: true, Started: true, Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentTerminated(0, "Completed", "")(p)
+				deletedAt(t0, 30)(p)
+			}), Summary: endSummary(events.StatusFinished, "done")},
+			wantReason: "Finished", wantStatus: events.StatusFinished},
+		{name: "cancelled, but the Job deadline stopped it", obs: observation{Cancel: true, Started: true,
+			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
+			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
+			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted},
+		{name: "cancelled, the agent never reported an end", obs: observation{Now: t0.Add(time.Hour), Cancel: true, Started: true, Job: testJob(nil),
+			Pod: testPod(func(p *corev1.Pod) {
+				agentRunning(p)
+				deletedAt(t0, 30)(p)
+			})}, wantReason: ReasonCancelled, wantStatus: events.StatusFailed, wantDetail: "never reported an end"},
+		{name: "cancelled after it started, its Pod vanished", obs: observation{Cancel: true, Started: true, Job: testJob(nil), PodGone: true},
+			wantReason: ReasonPodVanished, wantStatus: events.StatusFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,6 +351,16 @@ func TestComputeStatusNeverRegresses(t *testing.T) {
 			if isTerminal(tt.old) && !statusEqual(st, tt.old) {
 				t.Errorf("an ended status changed:\n%+v\n%+v", tt.old, st)
 			}
+			// Every status reports the generation it has seen, an ended one
+			// too (spec.cancel set after the end bumps it).
+			if st.ObservedGeneration != 2 {
+				t.Errorf("observedGeneration %d, want 2", st.ObservedGeneration)
+			}
+			for _, c := range st.Conditions {
+				if c.ObservedGeneration != 2 {
+					t.Errorf("condition %s has observedGeneration %d", c.Type, c.ObservedGeneration)
+				}
+			}
 			if tt.old.StartTime != nil && (st.StartTime == nil || !st.StartTime.Equal(tt.old.StartTime)) {
 				t.Error("startTime changed")
 			}
@@ -322,35 +371,89 @@ func TestComputeStatusNeverRegresses(t *testing.T) {
 	}
 }
 
+// statusEqual compares what an ended status must keep: all but the
+// generation it reports.
 func statusEqual(a, b v1alpha1.AgentRunStatus) bool {
-	return a.Phase == b.Phase && a.EndStatus == b.EndStatus && a.Detail == b.Detail && a.ObservedGeneration == b.ObservedGeneration &&
-		len(a.Conditions) == len(b.Conditions) && a.CompletionTime.Equal(b.CompletionTime)
+	if a.Phase != b.Phase || a.EndStatus != b.EndStatus || a.Detail != b.Detail ||
+		len(a.Conditions) != len(b.Conditions) || !a.CompletionTime.Equal(b.CompletionTime) {
+		return false
+	}
+	for _, c := range a.Conditions {
+		o := meta.FindStatusCondition(b.Conditions, c.Type)
+		if o == nil || o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message || !o.LastTransitionTime.Equal(&c.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEndedByOlderManager: a run that ended under a manager that wrote only
+// Succeeded and Running gets the other conditions from its Succeeded
+// reason, so health tools read it right after an upgrade.
+func TestEndedByOlderManager(t *testing.T) {
+	old := v1alpha1.AgentRunStatus{ObservedGeneration: 1, Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "killed",
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: ReasonOOMKilled, Message: "end status failed: killed",
+				ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0)},
+			{Type: v1alpha1.ConditionRunning, Status: metav1.ConditionFalse, Reason: "Ended", Message: "the run has ended",
+				ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0)},
+		}}
+	st := computeStatus(old, 1, observation{Now: t0.Add(time.Hour)}, nil)
+	want := map[string]string{
+		v1alpha1.ConditionSucceeded: "False/OOMKilled", v1alpha1.ConditionEnded: "True/OOMKilled", v1alpha1.ConditionReady: "False/OOMKilled",
+		v1alpha1.ConditionStalled: "True/OOMKilled", v1alpha1.ConditionReconciling: "False/Ended", v1alpha1.ConditionRunning: "False/Ended",
+	}
+	for typ, w := range want {
+		c := meta.FindStatusCondition(st.Conditions, typ)
+		if c == nil || string(c.Status)+"/"+c.Reason != w {
+			t.Errorf("%s = %+v, want %s", typ, c, w)
+		}
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded); !c.LastTransitionTime.Time.Equal(t0) {
+		t.Error("the Succeeded condition moved")
+	}
 }
 
 func TestComputeConditions(t *testing.T) {
+	// Each row: the phase and outcome, then Succeeded, Ended, Running,
+	// Ready, Reconciling, Stalled as status/reason.
 	tests := []struct {
-		phase              v1alpha1.Phase
-		oc                 *outcome
-		succeeded, running metav1.ConditionStatus
-		sReason, runReason string
+		phase v1alpha1.Phase
+		oc    *outcome
+		want  [6]string
 	}{
-		{v1alpha1.PhasePending, nil, metav1.ConditionUnknown, metav1.ConditionFalse, "Pending", "Pending"},
-		{v1alpha1.PhaseQueued, nil, metav1.ConditionUnknown, metav1.ConditionFalse, "Queued", "Queued"},
-		{v1alpha1.PhaseRunning, nil, metav1.ConditionUnknown, metav1.ConditionTrue, "Running", "Running"},
-		{v1alpha1.PhaseSucceeded, &outcome{Reason: "Finished"}, metav1.ConditionTrue, metav1.ConditionFalse, "Finished", "Ended"},
-		{v1alpha1.PhaseFailed, &outcome{Reason: "Limit"}, metav1.ConditionFalse, metav1.ConditionFalse, "Limit", "Ended"},
-		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonOOMKilled}, metav1.ConditionFalse, metav1.ConditionFalse, ReasonOOMKilled, "Ended"},
+		{v1alpha1.PhasePending, nil, [6]string{"Unknown/Pending", "False/Pending", "False/Pending", "False/Pending", "True/Pending", "False/Pending"}},
+		{v1alpha1.PhaseQueued, nil, [6]string{"Unknown/Queued", "False/Queued", "False/Queued", "False/Queued", "True/Queued", "False/Queued"}},
+		{v1alpha1.PhaseRunning, nil, [6]string{"Unknown/Running", "False/Running", "True/Running", "False/Running", "True/Running", "False/Running"}},
+		{v1alpha1.PhaseSucceeded, &outcome{Reason: "Finished"},
+			[6]string{"True/Finished", "True/Finished", "False/Ended", "True/Finished", "False/Ended", "False/Finished"}},
+		{v1alpha1.PhaseFailed, &outcome{Reason: "Limit"},
+			[6]string{"False/Limit", "True/Limit", "False/Ended", "False/Limit", "False/Ended", "True/Limit"}},
+		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonOOMKilled},
+			[6]string{"False/OOMKilled", "True/OOMKilled", "False/Ended", "False/OOMKilled", "False/Ended", "True/OOMKilled"}},
+		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonCancelled},
+			[6]string{"False/Cancelled", "True/Cancelled", "False/Ended", "False/Cancelled", "False/Ended", "True/Cancelled"}},
 	}
+	types := [6]string{v1alpha1.ConditionSucceeded, v1alpha1.ConditionEnded, v1alpha1.ConditionRunning,
+		v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled}
 	for _, tt := range tests {
-		t.Run(string(tt.phase)+"/"+tt.sReason, func(t *testing.T) {
+		t.Run(string(tt.phase)+"/"+tt.want[0], func(t *testing.T) {
 			conds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: tt.phase, EndStatus: "limit", Detail: "--max-turns 3 reached"}, tt.oc, 4, t0)
-			s := meta.FindStatusCondition(conds, v1alpha1.ConditionSucceeded)
-			r := meta.FindStatusCondition(conds, v1alpha1.ConditionRunning)
-			if s.Status != tt.succeeded || s.Reason != tt.sReason || r.Status != tt.running || r.Reason != tt.runReason {
-				t.Errorf("Succeeded %s/%s Running %s/%s", s.Status, s.Reason, r.Status, r.Reason)
+			if len(conds) != len(types) {
+				t.Errorf("%d conditions, want %d", len(conds), len(types))
 			}
-			if s.ObservedGeneration != 4 || !s.LastTransitionTime.Time.Equal(t0) {
-				t.Errorf("generation %d time %v", s.ObservedGeneration, s.LastTransitionTime)
+			for i, typ := range types {
+				c := meta.FindStatusCondition(conds, typ)
+				if c == nil {
+					t.Errorf("no %s condition", typ)
+					continue
+				}
+				if got := string(c.Status) + "/" + c.Reason; got != tt.want[i] {
+					t.Errorf("%s = %s, want %s", typ, got, tt.want[i])
+				}
+				if c.ObservedGeneration != 4 || !c.LastTransitionTime.Time.Equal(t0) || c.Message == "" {
+					t.Errorf("%s: generation %d time %v message %q", typ, c.ObservedGeneration, c.LastTransitionTime, c.Message)
+				}
 			}
 		})
 	}
@@ -362,8 +465,10 @@ func TestComputeConditions(t *testing.T) {
 	}
 	long := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: strings.Repeat("x", 5000)},
 		&outcome{Reason: "Failed"}, 1, t0)
-	if m := meta.FindStatusCondition(long, v1alpha1.ConditionSucceeded).Message; len(m) > maxConditionMessageBytes+len("…") {
-		t.Errorf("condition message of %d bytes", len(m))
+	for _, c := range long {
+		if len(c.Message) > maxConditionMessageBytes+len("…") {
+			t.Errorf("%s message of %d bytes", c.Type, len(c.Message))
+		}
 	}
 }
 
@@ -371,6 +476,8 @@ func TestComputeEvents(t *testing.T) {
 	start := metav1.NewTime(t0)
 	failedConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "boom"},
 		&outcome{Reason: ReasonOOMKilled}, 1, t0)
+	cancelledConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "interrupted", Detail: "cancelled (spec.cancel)"},
+		&outcome{Reason: ReasonCancelled}, 1, t0)
 	tests := []struct {
 		name     string
 		old, new v1alpha1.AgentRunStatus
@@ -386,6 +493,8 @@ func TestComputeEvents(t *testing.T) {
 			"Normal/Started Normal/Finished"},
 		{"failed", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &start},
 			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds}, "Warning/OOMKilled"},
+		{"cancelled", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &start},
+			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: cancelledConds}, "Normal/Cancelled"},
 		{"already ended", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds},
 			v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, StartTime: &start, Conditions: failedConds}, ""},
 	}

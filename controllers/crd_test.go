@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -61,7 +64,9 @@ func TestCRDValidation(t *testing.T) {
 		{"minimal", func(*v1alpha1.AgentRunSpec) {}, ""},
 		{"every runtime: codex", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeCodex }, ""},
 		{"every runtime: pi", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimePi }, ""},
-		{"every runtime: dsh", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh }, ""},
+		{"dsh has no adapter yet", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh },
+			"runtime dsh is not available yet: agentrun has no dsh adapter"},
+		{"created cancelled", func(s *v1alpha1.AgentRunSpec) { s.Cancel = true }, ""},
 		{"unknown runtime", func(s *v1alpha1.AgentRunSpec) { s.Runtime = "gemini" },
 			`spec.runtime: Unsupported value: "gemini": supported values: "claude-code", "codex", "pi", "dsh"`},
 		{"custom network with hosts", func(s *v1alpha1.AgentRunSpec) {
@@ -134,26 +139,40 @@ func TestCRDValidation(t *testing.T) {
 	}
 }
 
-func TestCRDSpecImmutableOnceStarted(t *testing.T) {
+// TestCRDSpecImmutableFromCreation: an AgentRun is one run, so its spec
+// cannot change from the moment it is created (before the controller has
+// even seen it), except for setting spec.cancel, which cannot be undone.
+// Metadata stays editable.
+func TestCRDSpecImmutableFromCreation(t *testing.T) {
 	c, ns := crdClient(t)
 	ctx := context.Background()
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "immutable", Namespace: ns}, Spec: validSpec()}
+	run.Spec.Model = "claude-haiku-4-5"
 	if err := c.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	// Before the run starts, the spec may change.
-	run.Spec.Model = "claude-haiku-4-5"
-	if err := c.Update(ctx, run); err != nil {
-		t.Fatalf("a spec change before the start was rejected: %v", err)
+	created := run.DeepCopy()
+	edits := []struct {
+		name string
+		edit func(*v1alpha1.AgentRunSpec)
+	}{
+		{"a changed field", func(s *v1alpha1.AgentRunSpec) { s.Model = "claude-opus-4-5" }},
+		{"a removed field", func(s *v1alpha1.AgentRunSpec) { s.Model = "" }},
+		{"an added field", func(s *v1alpha1.AgentRunSpec) { s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](3)} }},
+		{"a changed default", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "2h" }},
+		{"a changed prompt with cancel", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To("other"); s.Cancel = true }},
+		{"a new retention", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](60) }},
+		{"a pod override", func(s *v1alpha1.AgentRunSpec) { s.PodOverrides = &v1alpha1.PodOverrides{Image: "runner:2"} }},
 	}
-	run.Status.JobName = "immutable"
-	if err := c.Status().Update(ctx, run); err != nil {
-		t.Fatal(err)
-	}
-	run.Spec.Model = "claude-opus-4-5"
-	err := c.Update(ctx, run)
-	if err == nil || !strings.Contains(err.Error(), "spec is immutable once the run has started") {
-		t.Fatalf("a spec change after the start: %v", err)
+	for _, e := range edits {
+		t.Run(e.name, func(t *testing.T) {
+			cur := created.DeepCopy()
+			e.edit(&cur.Spec)
+			err := c.Update(ctx, cur)
+			if err == nil || !strings.Contains(err.Error(), "spec is immutable: only spec.cancel may be set after creation") {
+				t.Fatalf("a spec change before the controller saw the run: %v", err)
+			}
+		})
 	}
 	// Metadata stays editable, and a Go client's read-modify-write of an
 	// unchanged spec passes.
@@ -162,15 +181,121 @@ func TestCRDSpecImmutableOnceStarted(t *testing.T) {
 	}
 	run.Labels = map[string]string{"team": "a"}
 	if err := c.Update(ctx, run); err != nil {
-		t.Fatalf("a label change after the start was rejected: %v", err)
+		t.Fatalf("a label change was rejected: %v", err)
+	}
+	// Cancel is the one change, and it sticks.
+	run.Spec.Cancel = true
+	if err := c.Update(ctx, run); err != nil {
+		t.Fatalf("setting spec.cancel was rejected: %v", err)
+	}
+	if run.Generation != 2 {
+		t.Errorf("generation %d after the cancel, want 2 (the controller reports it as observed)", run.Generation)
+	}
+	run.Spec.Cancel = false
+	err := c.Update(ctx, run)
+	if err == nil || !strings.Contains(err.Error(), "spec.cancel cannot be unset") {
+		t.Fatalf("unsetting spec.cancel: %v", err)
+	}
+	// A server-side apply of the same manifest (what GitOps tools do)
+	// passes unchanged.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, run); err != nil {
+		t.Fatalf("an unchanged update was rejected: %v", err)
+	}
+}
+
+// TestImmutabilityRuleCoversEverySpecField: the immutability rule names
+// every spec field but cancel, so a field added to the API later cannot
+// escape it unnoticed.
+func TestImmutabilityRuleCoversEverySpecField(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", "agentrun.dev_agentruns.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Required    []string       `json:"required"`
+							Properties  map[string]any `json:"properties"`
+							Validations []struct {
+								Rule string `json:"rule"`
+							} `json:"x-kubernetes-validations"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	var rule string
+	for _, v := range spec.Validations {
+		if strings.Contains(v.Rule, "oldSelf.runtime") {
+			rule = v.Rule
+		}
+	}
+	if rule == "" {
+		t.Fatal("no immutability rule on spec")
+	}
+	required := spec.Required
+	for field := range spec.Properties {
+		if field == "cancel" {
+			if strings.Contains(rule, "cancel") {
+				t.Error("the immutability rule must leave spec.cancel out")
+			}
+			continue
+		}
+		if !strings.Contains(rule, "self."+field+" == oldSelf."+field) {
+			t.Errorf("the immutability rule does not compare spec.%s", field)
+		}
+		optional := !slices.Contains(required, field)
+		if optional && !strings.Contains(rule, "has(self."+field+") == has(oldSelf."+field+")") {
+			t.Errorf("the immutability rule does not compare the presence of spec.%s", field)
+		}
+	}
+}
+
+// TestNewRunReadsInProgress: a new AgentRun reads back with
+// status.observedGeneration 0 (the status default) before the controller
+// wrote anything, so kstatus does not call a run nobody looked at yet
+// Current.
+func TestNewRunReadsInProgress(t *testing.T) {
+	c, ns := crdClient(t)
+	ctx := context.Background()
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: ns}, Spec: validSpec()}
+	if err := c.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentRun"))
+	if err := c.Get(ctx, client.ObjectKeyFromObject(run), u); err != nil {
+		t.Fatal(err)
+	}
+	og, found, err := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if err != nil || !found || og != 0 {
+		t.Fatalf("status.observedGeneration of a new AgentRun: %d found %v (%v); status %v", og, found, err, u.Object["status"])
+	}
+	res, err := kstatus.Compute(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != kstatus.InProgressStatus {
+		t.Errorf("kstatus of a new AgentRun: %s (%s), want InProgress", res.Status, res.Message)
 	}
 }
 
 func TestSamplesAreValid(t *testing.T) {
 	c, ns := crdClient(t)
 	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "agentrun_*.yaml"))
-	if err != nil || len(files) != 4 {
-		t.Fatalf("want one sample per runtime, found %v (%v)", files, err)
+	if err != nil || len(files) != 3 {
+		t.Fatalf("want one sample per runtime that runs, found %v (%v)", files, err)
 	}
 	runtimes := map[v1alpha1.Runtime]bool{}
 	for _, f := range files {
@@ -188,8 +313,8 @@ func TestSamplesAreValid(t *testing.T) {
 		}
 		runtimes[run.Spec.Runtime] = true
 	}
-	if len(runtimes) != 4 {
-		t.Errorf("samples cover %v, want all four runtimes", runtimes)
+	if len(runtimes) != 3 {
+		t.Errorf("samples cover %v, want claude-code, codex and pi", runtimes)
 	}
 }
 

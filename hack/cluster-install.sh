@@ -28,10 +28,16 @@ if [ "$(realpath "$KUBECONFIG")" = "$(realpath -m "$cache/state/kubeconfig")" ];
 fi
 if [ -n "${HELM_VALUES:-}" ]; then args+=(-f "$HELM_VALUES"); fi
 
-# Helm installs a chart's CRDs only once; applying them first keeps a
-# changed CRD current on a cluster that already has the release.
-"$kubectl" apply --server-side --force-conflicts -f "$root/charts/agentrun/crds/" >&2
-"$kubectl" wait --for=condition=Established crd/agentruns.agentrun.dev --timeout=60s >/dev/null
+# The chart installs and upgrades the CRD (templates/crd.yaml). A CRD that
+# an older chart installed from crds/, or that was applied by hand, is not
+# the release's: adopt it first, as README.md tells users to.
+if "$kubectl" get crd agentruns.agentrun.dev >/dev/null 2>&1 &&
+  [ "$("$kubectl" get crd agentruns.agentrun.dev -o 'jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}')" != agentrun ]; then
+  log "adopting the existing AgentRun CRD into the release"
+  "$kubectl" label --overwrite crd agentruns.agentrun.dev app.kubernetes.io/managed-by=Helm >&2
+  "$kubectl" annotate --overwrite crd agentruns.agentrun.dev \
+    meta.helm.sh/release-name=agentrun meta.helm.sh/release-namespace=agentrun-system >&2
+fi
 log "helm upgrade --install agentrun charts/agentrun --namespace agentrun-system"
 if ! "$helm" upgrade --install agentrun "$root/charts/agentrun" --kubeconfig "$KUBECONFIG" \
   --namespace agentrun-system --create-namespace "${args[@]}" --wait --timeout 3m >&2; then

@@ -2,8 +2,9 @@
 # Regenerates everything controller-gen derives from the Go markers:
 #   api/v1alpha1/zz_generated.deepcopy.go   (make generate)
 #   config/crd/bases/agentrun.dev_agentruns.yaml, config/rbac/role.yaml,
-#   charts/agentrun/crds/ and charts/agentrun/files/manager-role.yaml
-#   (copies for the Helm chart)                (make manifests)
+#   charts/agentrun/files/agentrun.dev_agentruns.yaml and
+#   charts/agentrun/files/manager-role.yaml
+#   (copies for the Helm chart's templates)     (make manifests)
 # Usage: hack/k8s-generate.sh [generate|manifests|all] [OUTDIR]
 # With OUTDIR the files are written below OUTDIR instead of the repository
 # (the staleness test compares the two).
@@ -20,9 +21,9 @@ if [ "$what" = generate ] || [ "$what" = all ]; then
   "$cg" object:headerFile="$header" paths=./api/... output:object:dir="$out/api/v1alpha1"
 fi
 if [ "$what" = manifests ] || [ "$what" = all ]; then
-  mkdir -p "$out/config/crd/bases" "$out/config/rbac" "$out/charts/agentrun/crds" "$out/charts/agentrun/files"
+  mkdir -p "$out/config/crd/bases" "$out/config/rbac" "$out/charts/agentrun/files"
   "$cg" crd paths=./api/... output:crd:dir="$out/config/crd/bases"
   "$cg" rbac:roleName=agentrun-manager paths=./controllers/... output:rbac:dir="$out/config/rbac"
-  cp "$out/config/crd/bases/agentrun.dev_agentruns.yaml" "$out/charts/agentrun/crds/agentrun.dev_agentruns.yaml"
+  cp "$out/config/crd/bases/agentrun.dev_agentruns.yaml" "$out/charts/agentrun/files/agentrun.dev_agentruns.yaml"
   cp "$out/config/rbac/role.yaml" "$out/charts/agentrun/files/manager-role.yaml"
 fi

@@ -7,7 +7,12 @@ import (
 )
 
 // Runtime is the agent CLI a run starts.
+//
+// dsh stays in the enum (it is the next runtime) but is refused at
+// admission until agentrun has a dsh adapter: without one the run could
+// only fail at start, after its Pod was scheduled and its image pulled.
 // +kubebuilder:validation:Enum=claude-code;codex;pi;dsh
+// +kubebuilder:validation:XValidation:rule="self != 'dsh'",message="runtime dsh is not available yet: agentrun has no dsh adapter, so the run could not start; use claude-code, codex or pi"
 type Runtime string
 
 // The runtimes agentrun knows.
@@ -15,7 +20,8 @@ const (
 	RuntimeClaudeCode Runtime = "claude-code"
 	RuntimeCodex      Runtime = "codex"
 	RuntimePi         Runtime = "pi"
-	RuntimeDsh        Runtime = "dsh"
+	// RuntimeDsh is refused at admission until its adapter exists.
+	RuntimeDsh Runtime = "dsh"
 )
 
 // SandboxMode is how the agent is isolated inside its container.
@@ -44,10 +50,21 @@ const (
 )
 
 // AgentRunSpec is one run: what `agentrun run` is asked to do, and how its
-// Pod looks. The spec cannot change once the run has started (its Job
-// exists); create a new AgentRun instead.
+// Pod looks.
+//
+// The spec is immutable from creation: an AgentRun is one run, and a
+// changed spec would be a different run that the recorded status does not
+// describe. The one change accepted is setting cancel. The rule compares
+// every field but cancel, and the presence of each optional one (adding or
+// removing a field is a change too); TestImmutabilityRuleCoversEverySpecField
+// keeps the list complete. Field by field rather than with optional
+// selection (`self.?f == oldSelf.?f`): the API server's cost estimate of
+// optional values is unbounded, so that form is refused.
+// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)",message="spec is immutable: only spec.cancel may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
+// +kubebuilder:validation:XValidation:rule="!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)",message="spec.cancel cannot be unset: a cancelled run stays cancelled; create a new AgentRun to run again"
 type AgentRunSpec struct {
-	// Runtime is the agent CLI: claude-code, codex, pi or dsh.
+	// Runtime is the agent CLI: claude-code, codex or pi (dsh is refused
+	// until agentrun has its adapter).
 	// +required
 	Runtime Runtime `json:"runtime"`
 
@@ -87,6 +104,13 @@ type AgentRunSpec struct {
 	// activeDeadlineSeconds is set above it, as a backstop. A string, not
 	// a metav1.Duration, so that it reads back exactly as written (the
 	// immutability rule compares the spec as stored).
+	//
+	// It is a duration while ttlSecondsAfterFinished counts seconds, on
+	// purpose: each keeps the shape of the field people know it from.
+	// ttlSecondsAfterFinished has the name, unit and meaning of the
+	// batch/v1 Job field; timeout is what Tekton's and Argo Workflows'
+	// run timeouts look like, and a run's budget is written 30m or 2h,
+	// not 1800. Both are validated, so neither reads ambiguously.
 	// +optional
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:MaxLength=32
@@ -137,11 +161,29 @@ type AgentRunSpec struct {
 	// +optional
 	PodOverrides *PodOverrides `json:"podOverrides,omitempty"`
 
-	// TTLSecondsAfterFinished deletes the AgentRun (with its Job and Pod)
-	// this many seconds after its result is in status. Unset keeps it.
+	// TTLSecondsAfterFinished deletes the run's Job, and with it its Pod
+	// and the event log (`kubectl logs -c events`), this many seconds
+	// after the run's end is in status. The AgentRun itself stays, as the
+	// record of the run (status, usage, cost, result): agentrun never
+	// deletes an AgentRun, because GitOps tools (Argo CD with self-heal,
+	// Flux) re-create a missing object, which would start the run, and
+	// pay for it, again. Unset keeps the Job and Pod too.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// Cancel stops the run: the one change the spec accepts after
+	// creation, and it cannot be undone. A running agent is stopped as an
+	// interrupted one (its Pod is deleted: SIGTERM, which agentrun passes
+	// to the CLI as SIGINT, then its end summary), so the partial usage
+	// and result are kept; a run that has not started (no Job yet, a Job
+	// queued by Kueue, a Pod whose agent has not started) ends without
+	// starting. Either way the run ends with endStatus interrupted and
+	// reason Cancelled (endStatus failed if the agent never reported its
+	// end, say its node was lost), and the AgentRun stays as its record.
+	// Setting it on a run that has already ended changes nothing.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // PromptSource is the prompt: exactly one of text, configMapKeyRef and
@@ -346,27 +388,61 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
-// Condition types.
+// Condition types. Every condition is always present once the controller
+// has written status; each carries observedGeneration. The set serves
+// three readers: people and `kubectl wait` (Succeeded, Ended, Running),
+// kstatus-based tools such as Flux and kpt (Ready, Reconciling, Stalled),
+// and Argo CD's health check (charts/agentrun/docs reads Succeeded).
 const (
-	// ConditionSucceeded is the terminal condition. Unknown until the run
-	// ends; then True when end.status is finished, else False. Its reason
+	// ConditionSucceeded is the terminal condition, positive polarity.
+	// Unknown until the run ends (reason Pending, Queued or Running); then
+	// True when end.status is finished, else False. Its reason at the end
 	// is the end status in CamelCase (Finished, Failed, Timeout, Limit,
-	// Interrupted, Rejected), or, when the Pod ended without an end
-	// summary, what the controller saw instead (DeadlineExceeded,
-	// OOMKilled, ImagePullFailed, ContainerConfigError, Unschedulable,
-	// Evicted, NoSummary, PodVanished, PodDeleted, JobDeleted).
-	// `kubectl wait --for=condition=Succeeded` waits for success.
+	// Interrupted, Rejected), Cancelled for a run stopped by spec.cancel,
+	// or, when the Pod ended without an end summary, what the controller
+	// saw instead (DeadlineExceeded, OOMKilled, ImagePullFailed,
+	// ContainerConfigError, Unschedulable, Evicted, NoSummary,
+	// PodVanished, PodDeleted, JobDeleted, JobFailed, JobRejected).
+	// `kubectl wait --for=condition=Succeeded` waits for success only.
 	ConditionSucceeded = "Succeeded"
+	// ConditionEnded is True once the run has ended, whatever the outcome,
+	// with the same reason as Succeeded; False (reason Pending, Queued or
+	// Running) before. `kubectl wait --for=condition=Ended` returns for a
+	// failed run as for a successful one.
+	ConditionEnded = "Ended"
 	// ConditionRunning is True while the agent container runs; False with
 	// reason Pending, Queued or Ended otherwise.
 	ConditionRunning = "Running"
+	// ConditionReady follows the kstatus convention (positive polarity):
+	// True only when the run has succeeded (reason Finished), False
+	// otherwise (reason Pending, Queued or Running while in progress, the
+	// Succeeded reason once it failed). kstatus reads a True Ready as
+	// Current.
+	ConditionReady = "Ready"
+	// ConditionReconciling follows the kstatus convention (abnormal-true):
+	// True while the run is in progress (reason Pending, Queued or
+	// Running), False (reason Ended) once it has ended. kstatus reads a
+	// True Reconciling as InProgress, so Flux `wait` and `dependsOn` wait
+	// for the run.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled follows the kstatus convention (abnormal-true):
+	// True when the run ended without succeeding, with the Succeeded
+	// reason (Timeout, OOMKilled, Cancelled, ...) and message; False
+	// otherwise (reason Pending, Queued, Running or Finished). kstatus
+	// reads a True Stalled as Failed.
+	ConditionStalled = "Stalled"
 )
 
 // AgentRunStatus is the end event of the run made Kubernetes-shaped, plus
 // where the run is.
 type AgentRunStatus struct {
-	// ObservedGeneration is the generation this status describes.
+	// ObservedGeneration is the generation this status describes. The
+	// API server shows a new AgentRun with 0 here (the status default)
+	// until the controller has written its first status, so kstatus
+	// (Flux, kpt) reads a run nobody has looked at yet as InProgress, not
+	// as Current.
 	// +optional
+	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
@@ -464,22 +540,29 @@ type Counters struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ar,categories=all
+// Not in the "all" category: `kubectl delete all --all` must not wipe the
+// records of runs.
+//
+// +kubebuilder:resource:shortName=ar
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtime`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ended")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.jobName) || self.spec == oldSelf.spec",message="spec is immutable once the run has started (status.jobName is set): create a new AgentRun instead"
 type AgentRun struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +required
 	Spec AgentRunSpec `json:"spec"`
+	// Status is where the run is and, once it ended, its end event made
+	// Kubernetes-shaped. Its default gives a new AgentRun
+	// status.observedGeneration 0 (see AgentRunStatus.ObservedGeneration).
 	// +optional
+	// +kubebuilder:default={}
 	Status AgentRunStatus `json:"status,omitempty"`
 }
 

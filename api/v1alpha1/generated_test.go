@@ -27,7 +27,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		"api/v1alpha1/zz_generated.deepcopy.go",
 		"config/crd/bases/agentrun.dev_agentruns.yaml",
 		"config/rbac/role.yaml",
-		"charts/agentrun/crds/agentrun.dev_agentruns.yaml",
+		"charts/agentrun/files/agentrun.dev_agentruns.yaml",
 		"charts/agentrun/files/manager-role.yaml",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, f))

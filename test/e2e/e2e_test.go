@@ -180,6 +180,7 @@ type agentRun struct {
 	port                                  int
 	keyEnv                                string            // the variable that gets the Secret's key
 	env                                   map[string]string // literal variables
+	ttlSeconds                            int               // spec.ttlSecondsAfterFinished; 0 leaves it unset
 }
 
 func (a agentRun) manifest() string {
@@ -210,6 +211,9 @@ spec:
       - %[1]s:%[3]d
       - %[2]s:%[3]d
 `, mockHost, nodeIP, a.port)
+	if a.ttlSeconds > 0 {
+		fmt.Fprintf(&b, "  ttlSecondsAfterFinished: %d\n", a.ttlSeconds)
+	}
 	return b.String()
 }
 

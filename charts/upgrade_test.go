@@ -1,0 +1,183 @@
+package charts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+// The chart against a real kube-apiserver (envtest; no controllers run, so
+// nothing needs --wait): `helm upgrade` upgrades the CRD, uninstalling
+// keeps it, and a CRD that an older chart installed from crds/ is adopted
+// with the commands README.md gives.
+
+// cluster is an envtest API server with a kubeconfig for helm and kubectl.
+type cluster struct {
+	t          *testing.T
+	kubeconfig string
+	kubectl    string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd; run " +
+			"`export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)` (make envtest) or make test")
+	}
+	env := &envtest.Environment{}
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	user, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl")}
+}
+
+func (c *cluster) run(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, append(args, "--kubeconfig", c.kubeconfig)...)
+	cmd.Dir = root(c.t)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) must(bin string, args ...string) string {
+	c.t.Helper()
+	out, err := c.run(bin, args...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c *cluster) helm(args ...string) string {
+	c.t.Helper()
+	return c.must(helmBin(c.t), args...)
+}
+
+// specFields are the spec properties of the AgentRun CRD in the cluster.
+func (c *cluster) specFields() string {
+	c.t.Helper()
+	return c.must(c.kubectl, "get", "crd", "agentruns.agentrun.dev", "-o",
+		"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties}")
+}
+
+// olderChart is a copy of the chart whose CRD lacks spec.cancel, as the
+// chart had before; inCRDsDir puts that CRD in crds/, where charts before
+// this one kept it.
+func olderChart(t *testing.T, inCRDsDir bool) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agentrun")
+	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	crdFile := filepath.Join(dir, "files", "agentrun.dev_agentruns.yaml")
+	b, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	spec := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)
+	delete(spec["properties"].(map[string]any), "cancel")
+	delete(spec, "x-kubernetes-validations")
+	b, err = yaml.Marshal(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inCRDsDir {
+		if err := os.Remove(filepath.Join(dir, "templates", "crd.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "crds"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		crdFile = filepath.Join(dir, "crds", "agentrun.dev_agentruns.yaml")
+	}
+	if err := os.WriteFile(crdFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	tool := exec.Command(filepath.Join(root(t), "hack", "k8s-tool.sh"), "helm")
+	var stderr bytes.Buffer
+	tool.Stderr = &stderr
+	bin, err := tool.Output()
+	if err != nil {
+		t.Fatalf("building helm: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(bin))
+}
+
+// TestHelmUpgradeUpgradesCRD: an installed release whose CRD lacks a field
+// gets it from `helm upgrade`; `helm uninstall` leaves the CRD.
+func TestHelmUpgradeUpgradesCRD(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	c := startCluster(t)
+	c.helm("install", "agentrun", olderChart(t, false), "--namespace", "agentrun-system", "--create-namespace")
+	if strings.Contains(c.specFields(), `"cancel"`) {
+		t.Fatal("the older chart's CRD has spec.cancel")
+	}
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if !strings.Contains(c.specFields(), `"cancel"`) {
+		t.Fatal("helm upgrade did not upgrade the CRD: spec.cancel is missing")
+	}
+	c.helm("uninstall", "agentrun", "--namespace", "agentrun-system")
+	if _, err := c.run(c.kubectl, "get", "crd", "agentruns.agentrun.dev"); err != nil {
+		t.Errorf("helm uninstall removed the CRD (and with it every AgentRun): %v", err)
+	}
+}
+
+// TestAdoptCRDFromCRDsDir: a release installed from a chart that kept the
+// CRD in crds/ (so Helm does not own it) upgrades to this chart after the
+// two adoption commands of README.md, and its CRD is upgraded.
+func TestAdoptCRDFromCRDsDir(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	c := startCluster(t)
+	c.helm("install", "agentrun", olderChart(t, true), "--namespace", "agentrun-system", "--create-namespace")
+	if strings.Contains(c.specFields(), `"cancel"`) {
+		t.Fatal("the older chart's CRD has spec.cancel")
+	}
+	out, err := c.run(helmBin(t), "upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if err == nil || !strings.Contains(out, "invalid ownership metadata") {
+		t.Fatalf("helm upgrade over a CRD Helm does not own: %v\n%s", err, out)
+	}
+	// README.md, "Upgrading from a chart that kept the CRD in crds/".
+	c.must(c.kubectl, "label", "--overwrite", "crd", "agentruns.agentrun.dev", "app.kubernetes.io/managed-by=Helm")
+	c.must(c.kubectl, "annotate", "--overwrite", "crd", "agentruns.agentrun.dev",
+		"meta.helm.sh/release-name=agentrun", "meta.helm.sh/release-namespace=agentrun-system")
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if !strings.Contains(c.specFields(), `"cancel"`) {
+		t.Fatal("after the adoption, helm upgrade did not upgrade the CRD")
+	}
+}
