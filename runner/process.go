@@ -21,8 +21,9 @@ import (
 // process is the runtime CLI in a session of its own: a terminal's Ctrl-C
 // reaches only agentrun, and no process of the run has a controlling
 // terminal to inject input into. In the sandbox the CLI runs under
-// bubblewrap; agentPid is then the CLI itself, learned from the sandbox's
-// helper, so that an interrupt reaches the CLI and not bwrap.
+// bubblewrap and the sandbox's init; agentPid is then the init, learned
+// from its credentials, which passes an interrupt on to the CLI (and not
+// to bwrap).
 type process struct {
 	cmd      *exec.Cmd
 	stdout   *os.File
@@ -31,7 +32,10 @@ type process struct {
 	done     bool
 	state    *os.ProcessState
 	agentPid int
-	cleanup  []func()
+	// sandbox is the prepared sandbox, whose init reports how the agent
+	// ended (nil without a sandbox).
+	sandbox *sandbox.Prepared
+	cleanup []func()
 }
 
 // exitInfo is the end of the process.
@@ -118,6 +122,11 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stderr = ps.dir, env, ps.stderr
+	if prepared != nil {
+		cmd.Dir = prepared.Dir
+		p.sandbox = prepared
+		p.cleanup = append(p.cleanup, prepared.Close)
+	}
 	switch {
 	case ps.stdinR != nil:
 		cmd.Stdin = ps.stdinR
@@ -264,14 +273,27 @@ func (p *process) interrupt(sig syscall.Signal) {
 func (p *process) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
 
 // wait returns the exit once the process ended (stdout was read to EOF).
+// In the sandbox it is what the init saw of the CLI, so that a CLI killed
+// by a signal reads the same as without a sandbox (bubblewrap's own exit
+// code would be 128+N); bubblewrap's exit stands in only when the init
+// could not report.
 func (p *process) wait() exitInfo {
 	<-p.exited
 	if p.stdout != nil {
 		p.stdout.Close()
 	}
 	p.kill() // do not leave anything of the run behind
-	p.close()
 	var info exitInfo
+	reported := false
+	if p.sandbox != nil {
+		if st, ok := p.sandbox.Status(); ok {
+			info.Code, info.Signaled, info.Signal, reported = st.Code, st.Signaled, st.Signal, true
+		}
+	}
+	p.close()
+	if reported {
+		return info
+	}
 	st := p.state
 	if st == nil {
 		info.Code = -1
@@ -283,6 +305,13 @@ func (p *process) wait() exitInfo {
 	}
 	info.Code = st.ExitCode()
 	return info
+}
+
+// exitedAlready reports whether the process has ended.
+func (p *process) exitedAlready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
 }
 
 // isDeadline reports the read deadline set after exit.
@@ -308,11 +337,15 @@ func (t *tail) Write(p []byte) (int, error) {
 	return t.w.Write(p)
 }
 
-// String is the last n characters written, trimmed of surrounding space.
+// String is the last n characters written, as written (invalid UTF-8
+// becomes U+FFFD), or "" when they are only white space.
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := string(bytes.ToValidUTF8(bytes.TrimSpace(t.buf), []byte("\uFFFD")))
+	if len(bytes.TrimSpace(t.buf)) == 0 {
+		return ""
+	}
+	s := string(bytes.ToValidUTF8(t.buf, []byte("\uFFFD")))
 	if r := []rune(s); len(r) > t.n {
 		s = string(r[len(r)-t.n:])
 	}
