@@ -60,7 +60,7 @@ type prepared struct {
 	// named are how many of env, from the end, the user set by value
 	// (--env-file and --env): start.env lists only those.
 	named int
-	spec    adapters.LaunchSpec
+	spec  adapters.LaunchSpec
 }
 
 // rejection is a request error: it ends the run as "rejected" with a detail
