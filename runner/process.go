@@ -35,7 +35,10 @@ type process struct {
 	// sandbox is the prepared sandbox, whose init reports how the agent
 	// ended (nil without a sandbox).
 	sandbox *sandbox.Prepared
-	cleanup []func()
+	// stderrDone closes when the runtime's stderr was copied to its end
+	// (nil when stderr is a file the runtime writes itself).
+	stderrDone chan struct{}
+	cleanup    []func()
 }
 
 // exitInfo is the end of the process.
@@ -121,7 +124,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		argv, env = prepared.Argv, prepared.Env
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stderr = ps.dir, env, ps.stderr
+	cmd.Dir, cmd.Env = ps.dir, env
 	if prepared != nil {
 		cmd.Dir = prepared.Dir
 		p.sandbox = prepared
@@ -133,7 +136,10 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	default:
 		cmd.Stdin = bytes.NewReader(ps.stdin)
 	}
-	var w *os.File
+	// stdout and stderr are pipes the runner reads itself (unless they
+	// are files), so that cmd.Wait returns when the process ends, not when
+	// a child it left behind closes them.
+	var closeAfterStart []*os.File
 	if ps.stdout != nil {
 		cmd.Stdout = ps.stdout
 	} else {
@@ -142,7 +148,20 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 			p.close()
 			return nil, err
 		}
-		p.stdout, w, cmd.Stdout = r, pw, pw
+		p.stdout, cmd.Stdout = r, pw
+		closeAfterStart = append(closeAfterStart, pw)
+	}
+	var stderrR *os.File
+	if f, ok := ps.stderr.(*os.File); ok {
+		cmd.Stderr = f
+	} else {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		stderrR, cmd.Stderr = r, pw
+		closeAfterStart = append(closeAfterStart, pw)
 	}
 	if prepared != nil {
 		cmd.ExtraFiles = prepared.ExtraFiles
@@ -150,18 +169,28 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = drainAfterExit
 	err := cmd.Start()
-	if w != nil {
-		w.Close()
+	for _, f := range closeAfterStart {
+		f.Close()
 	}
 	if prepared != nil {
 		prepared.Started()
 	}
 	if err != nil {
-		if p.stdout != nil {
-			p.stdout.Close()
+		for _, f := range []*os.File{p.stdout, stderrR} {
+			if f != nil {
+				f.Close()
+			}
 		}
 		p.close()
 		return nil, fmt.Errorf("cannot start %s: %w", ps.argv[0], err)
+	}
+	if stderrR != nil {
+		p.stderrDone = make(chan struct{})
+		go func() {
+			defer close(p.stderrDone)
+			defer stderrR.Close()
+			_, _ = io.Copy(ps.stderr, stderrR)
+		}()
 	}
 	p.cmd = cmd
 	go func() {
@@ -170,10 +199,12 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		p.done, p.state = true, cmd.ProcessState
 		p.mu.Unlock()
 		close(p.exited)
-		// A child the CLI left running may keep the pipe open: stop waiting
-		// for its output after a moment so the run can end.
-		if p.stdout != nil {
-			time.AfterFunc(drainAfterExit, func() { _ = p.stdout.SetReadDeadline(time.Now()) })
+		// A child the CLI left running may keep the pipes open: stop
+		// waiting for its output after a moment so the run can end.
+		for _, f := range []*os.File{p.stdout, stderrR} {
+			if f != nil {
+				time.AfterFunc(drainAfterExit, func() { _ = f.SetReadDeadline(time.Now()) })
+			}
 		}
 	}()
 	if prepared == nil {
@@ -182,7 +213,8 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	ready, err := prepared.Receive(sandboxStartTimeout)
 	if err != nil {
 		p.kill()
-		<-p.exited // bwrap's stderr is complete once it exited
+		<-p.exited
+		p.stderrCopied() // bwrap's message, read before it is judged
 		if p.stdout != nil {
 			p.stdout.Close()
 		}
@@ -283,6 +315,7 @@ func (p *process) wait() exitInfo {
 		p.stdout.Close()
 	}
 	p.kill() // do not leave anything of the run behind
+	p.stderrCopied()
 	var info exitInfo
 	reported := false
 	if p.sandbox != nil {
@@ -305,6 +338,14 @@ func (p *process) wait() exitInfo {
 	}
 	info.Code = st.ExitCode()
 	return info
+}
+
+// stderrCopied waits until the runtime's stderr has reached its end (the
+// drain after exit bounds it).
+func (p *process) stderrCopied() {
+	if p.stderrDone != nil {
+		<-p.stderrDone
+	}
 }
 
 // exitedAlready reports whether the process has ended.

@@ -236,6 +236,17 @@ func Args(bwrap string, cfg Config, deny []Deny, d *dropped) []string {
 	// is: a root caller's tmpfs belongs to bubblewrap's uid 0, not to the
 	// agent.
 	a = append(a, "--perms", "1777", "--tmpfs", "/tmp")
+	// bubblewrap 0.8 makes the directories above a bind 0700 and its own:
+	// those on the way to what the agent needs are made searchable first.
+	needed := append([]string{cfg.Workspace}, cfg.Writable...)
+	for _, p := range cfg.ReadOnly {
+		if !within(p, cfg.Workspace) {
+			needed = append(needed, p)
+		}
+	}
+	for _, dir := range dirsUnderTmp(needed) {
+		a = append(a, "--perms", "0755", "--dir", dir)
+	}
 	wsSource := cfg.Workspace
 	if d != nil {
 		for _, m := range d.masks {
@@ -272,6 +283,29 @@ func Args(bwrap string, cfg Config, deny []Deny, d *dropped) []string {
 	// caller's bubblewrap may not (the workspace is the agent's).
 	a = append(a, "--chdir", "/", "--seccomp", itoa(seccompFD), "--")
 	return a
+}
+
+// dirsUnderTmp lists the directories strictly between /tmp and each path,
+// outermost first, without repeats.
+func dirsUnderTmp(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/tmp/") {
+			continue
+		}
+		var chain []string
+		for a := filepath.Dir(p); a != "/tmp" && a != "/"; a = filepath.Dir(a) {
+			chain = append(chain, a)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			if !seen[chain[i]] {
+				seen[chain[i]] = true
+				out = append(out, chain[i])
+			}
+		}
+	}
+	return out
 }
 
 // within reports whether p is dir or below it.

@@ -33,6 +33,11 @@ func TestArgs(t *testing.T) {
 		t.Errorf("args must end with --: %s", got)
 	}
 	cfg.Proc = FreshProc
+	nested := cfg
+	nested.Workspace, nested.ReadOnly = "/tmp/t/ws", []string{"/tmp/t/cli/bin"}
+	if got := strings.Join(Args("bwrap", nested, nil, nil), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
+		t.Errorf("the directories above binds under /tmp are made searchable, once: %s", got)
+	}
 	got = strings.Join(Args("bwrap", cfg, nil, nil), " ")
 	if !strings.Contains(got, "--proc /proc --ro-bind-try /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger") {
 		t.Errorf("a fresh /proc keeps the kernel's knobs read-only: %s", got)
