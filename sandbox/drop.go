@@ -281,7 +281,6 @@ func outermost(list []string, dir string) []string {
 	return append(out, dir)
 }
 
-
 // reachable reports whether the agent could reach p: no directory above it
 // is closed to the host uid. A nil drop (no root caller) reaches all.
 func (d *dropped) reachable(p string) bool {

@@ -120,4 +120,3 @@ func forks(n int) string {
 	time.Sleep(10 * time.Millisecond)
 	return fmt.Sprintf("ok %d started", len(kids))
 }
-
