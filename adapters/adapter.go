@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/records"
 )
 
@@ -34,6 +35,19 @@ type LaunchSpec struct {
 	// config files (a model provider's base URL), so that the config they
 	// write agrees with what the CLI itself sees.
 	Env map[string]string
+}
+
+// Files opens what the run reads and writes where the agent can write (its
+// workspace and its state directory) without following links it planted;
+// adapters read images and sessions through it.
+func (s LaunchSpec) Files() safefile.Guard {
+	var dirs []string
+	for _, d := range []string{s.Cwd, s.StateDir} {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return safefile.Guard{Untrusted: dirs}
 }
 
 // Launch is how to start the runtime.

@@ -2,11 +2,12 @@ package adapters
 
 import (
 	"fmt"
-	"io"
 	"mime"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 // ImageDir is the directory under LaunchSpec.StateDir that holds copies of
@@ -32,7 +33,7 @@ func CopyImages(spec LaunchSpec) ([]string, error) {
 			return nil, fmt.Errorf("--image %s: not a known image type (use .png, .jpg, .gif or .webp)", p)
 		}
 		dst := filepath.Join(dir, fmt.Sprintf("%d%s", i+1, ext))
-		if err := copyFile(p, dst); err != nil {
+		if err := copyFile(spec.Files(), p, dst); err != nil {
 			return nil, fmt.Errorf("--image %s: %w", p, err)
 		}
 		out = append(out, dst)
@@ -40,19 +41,11 @@ func CopyImages(spec LaunchSpec) ([]string, error) {
 	return out, nil
 }
 
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+func copyFile(files safefile.Guard, src, dst string) error {
+	in, err := files.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return files.WriteFile(dst, in, 0o600)
 }

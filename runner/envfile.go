@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -22,8 +24,8 @@ func parseEnv(kv string) (string, string, error) {
 
 // readEnvFile reads NAME=VALUE lines; blank lines and # comments are
 // skipped, an "export " prefix and matching outer quotes are allowed.
-func readEnvFile(path string) ([][2]string, error) {
-	f, err := os.Open(path)
+func readEnvFile(files safefile.Guard, path string) ([][2]string, error) {
+	f, err := files.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--env-file: %w", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -22,7 +24,19 @@ type SandboxOptions struct {
 	AllowHosts []string // --allow-host HOST[:PORT]
 	DenyRead   []string // --deny-read PATH, after the defaults
 	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
+	// WritableGit lets the agent write the workspace's .git (commit);
+	// by default it is read-only (see sandbox.ProtectedGit).
+	WritableGit bool
+	// MaxProcs bounds the agent's processes; 0 means DefaultMaxProcs.
+	MaxProcs int
 }
+
+// DefaultMaxProcs is the agent's process limit (RLIMIT_NPROC, threads
+// included): room for a parallel build (make -j, a JVM's threads, a test
+// runner's workers), while a fork bomb stops here instead of at the host's
+// limit. The count is per user: a non-root caller's own processes outside
+// the sandbox count too (a Pod has only the runner).
+const DefaultMaxProcs = 4096
 
 // isolation is a validated SandboxOptions for one workspace.
 type isolation struct {
@@ -31,6 +45,8 @@ type isolation struct {
 	resolver *proxy.HostResolver
 	denyRead []string
 	proc     sandbox.ProcMode
+	protect  []string // workspace paths bound read-only (its .git)
+	maxProcs int
 }
 
 func defaultSandbox() string {
@@ -62,23 +78,40 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		}
 		iso.resolver.Static[name] = append(iso.resolver.Static[name], ip)
 	}
-	home, _ := os.UserHomeDir()
-	if home == "" {
-		home = "/root"
+	if o.MaxProcs < 0 {
+		return nil, reject("--max-procs must be a positive number (or 0 for the default %d)", DefaultMaxProcs)
 	}
-	iso.denyRead = sandbox.DefaultDenyRead(home)
+	iso.maxProcs = o.MaxProcs
+	if iso.maxProcs == 0 {
+		iso.maxProcs = DefaultMaxProcs
+	}
+	homes := callerHomes()
+	iso.denyRead = sandbox.DefaultDenyRead(homes...)
 	for _, p := range o.DenyRead {
 		if !filepath.IsAbs(p) {
 			return nil, reject("--deny-read %q: give an absolute path", p)
 		}
 		iso.denyRead = append(iso.denyRead, filepath.Clean(p))
 	}
-	if iso.mode == sandbox.Bubblewrap {
-		for _, p := range iso.denyRead {
-			if cwd == p || strings.HasPrefix(cwd, p+"/") {
-				return nil, reject("--deny-read %s contains the working directory %s: deny a narrower path or work elsewhere", p, cwd)
-			}
+	if iso.mode != sandbox.Bubblewrap {
+		return iso, nil
+	}
+	if err := workspaceAllowed(cwd, homes); err != nil {
+		return nil, err
+	}
+	for _, p := range iso.denyRead {
+		if within(cwd, p) {
+			return nil, reject("--deny-read %s contains the working directory %s: deny a narrower path or work elsewhere", p, cwd)
 		}
+		// The agent can rename a parent of anything inside its workspace,
+		// which would move the protected file out from under the mount
+		// for the next run: secrets do not belong in the workspace.
+		if within(p, cwd) {
+			return nil, reject("--deny-read %s is inside the working directory %s, where the agent could move it out of reach of the next run's deny list: keep secrets out of the workspace, or work elsewhere", p, cwd)
+		}
+	}
+	if !o.WritableGit {
+		iso.protect = sandbox.ProtectedGit(cwd)
 	}
 	return iso, nil
 }
@@ -118,7 +151,8 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 // is bin, with the run's private state directory writable.
 func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
 	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-		DenyRead: i.denyRead, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc}
+		DenyRead: i.denyRead, Protect: i.protect, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
+		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
 	return cfg
 }
@@ -233,6 +267,44 @@ func (i *isolation) allowsHost(entry string) bool {
 		}
 	}
 	return false
+}
+
+// callerHomes are the homes whose credentials the default deny list
+// covers: $HOME, and the home of the caller's passwd entry when it differs
+// or HOME is unset (a run started with HOME pointing elsewhere must not
+// expose the real one).
+func callerHomes() []string {
+	var out []string
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		out = append(out, filepath.Clean(h))
+	}
+	if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) && !slices.Contains(out, filepath.Clean(u.HomeDir)) {
+		out = append(out, filepath.Clean(u.HomeDir))
+	}
+	return out
+}
+
+// workspaceAllowed refuses workspaces that hand the agent the machine or
+// a home: the workspace is writable inside the sandbox, so "/" would make
+// everything writable and a home would let the agent append to ~/.bashrc.
+func workspaceAllowed(cwd string, homes []string) error {
+	if cwd == "/" {
+		return reject("the working directory is /, which would make the whole machine writable for the agent: pass --cwd with a project directory")
+	}
+	for _, h := range homes {
+		if h == "/" {
+			continue
+		}
+		if cwd == h || within(h, cwd) {
+			return reject("the working directory %s holds the home %s, which the agent could change (~/.bashrc, ~/.ssh): pass --cwd with a project directory", cwd, h)
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func getenvOr(k, def string) string {

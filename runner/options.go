@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 // Options is one `agentrun run`.
@@ -41,6 +42,9 @@ type Options struct {
 	SandboxOptions
 	// Grace is how long a runtime gets after SIGINT before it is killed.
 	Grace time.Duration
+	// Started is when agentrun began parsing its command line, where
+	// end.duration_ms counts from (the time of Run when zero).
+	Started time.Time
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code
@@ -52,8 +56,11 @@ type prepared struct {
 	runtime adapters.Runtime
 	cwd     string
 	iso     *isolation
-	env     [][2]string // user variables, --env-file first, then --env
-	spec    adapters.LaunchSpec
+	env     [][2]string // the agent's variables: --pass-env, then --env-file, then --env
+	// named are how many of env, from the end, the user set by value
+	// (--env-file and --env): start.env lists only those.
+	named int
+	spec  adapters.LaunchSpec
 }
 
 // rejection is a request error: it ends the run as "rejected" with a detail
@@ -119,10 +126,7 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
 		}
 	}
-	if cwd, err = filepath.Abs(cwd); err == nil {
-		cwd, err = filepath.EvalSymlinks(cwd)
-	}
-	if err != nil {
+	if cwd, err = resolveDir(cwd); err != nil {
 		return nil, reject("--cwd %s: %v; pass an existing directory", orig, err)
 	}
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
@@ -139,11 +143,12 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 	}
 	p.env = passed
 	if envFile != "" {
-		vars, err := readEnvFile(envFile)
+		vars, err := readEnvFile(FilesFor(cwd), envFile)
 		if err != nil {
 			return nil, reject("%v; fix the file or drop --env-file", err)
 		}
 		p.env = append(p.env, vars...)
+		p.named += len(vars)
 	}
 	for _, kv := range env {
 		k, v, err := parseEnv(kv)
@@ -151,19 +156,47 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 			return nil, reject("%v", err)
 		}
 		p.env = append(p.env, [2]string{k, v})
+		p.named++
 	}
 	return p, nil
 }
 
-// envNames lists the user's variable names in first-seen order, for start.env.
+// envNames lists the names of the variables set with --env and --env-file
+// in first-seen order, for start.env (--pass-env names are not listed:
+// start.env tells what the caller set for this run).
 func (p *prepared) envNames() []string {
 	names := []string{}
 	seen := map[string]bool{}
-	for _, kv := range p.env {
+	for _, kv := range p.env[len(p.env)-p.named:] {
 		if !seen[kv[0]] {
 			seen[kv[0]] = true
 			names = append(names, kv[0])
 		}
 	}
 	return names
+}
+
+func resolveDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// FilesFor opens the files a run reads and writes (--events, --raw,
+// --env-file, images, sessions) so that nothing an agent planted in the
+// workspace cwd ("" for the current directory) is followed: an earlier
+// run's agent may have left a link where the event log will be written.
+func FilesFor(cwd string) safefile.Guard {
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	if r, err := resolveDir(cwd); err == nil {
+		cwd = r
+	}
+	if cwd == "" || cwd == "/" {
+		return safefile.Guard{}
+	}
+	return safefile.Guard{Untrusted: []string{cwd}}
 }

@@ -21,8 +21,9 @@ import (
 // process is the runtime CLI in a session of its own: a terminal's Ctrl-C
 // reaches only agentrun, and no process of the run has a controlling
 // terminal to inject input into. In the sandbox the CLI runs under
-// bubblewrap; agentPid is then the CLI itself, learned from the sandbox's
-// helper, so that an interrupt reaches the CLI and not bwrap.
+// bubblewrap and the sandbox's init; agentPid is then the init, learned
+// from its credentials, which passes an interrupt on to the CLI (and not
+// to bwrap).
 type process struct {
 	cmd      *exec.Cmd
 	stdout   *os.File
@@ -31,7 +32,13 @@ type process struct {
 	done     bool
 	state    *os.ProcessState
 	agentPid int
-	cleanup  []func()
+	// sandbox is the prepared sandbox, whose init reports how the agent
+	// ended (nil without a sandbox).
+	sandbox *sandbox.Prepared
+	// stderrDone closes when the runtime's stderr was copied to its end
+	// (nil when stderr is a file the runtime writes itself).
+	stderrDone chan struct{}
+	cleanup    []func()
 }
 
 // exitInfo is the end of the process.
@@ -117,14 +124,22 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		argv, env = prepared.Argv, prepared.Env
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stderr = ps.dir, env, ps.stderr
+	cmd.Dir, cmd.Env = ps.dir, env
+	if prepared != nil {
+		cmd.Dir = prepared.Dir
+		p.sandbox = prepared
+		p.cleanup = append(p.cleanup, prepared.Close)
+	}
 	switch {
 	case ps.stdinR != nil:
 		cmd.Stdin = ps.stdinR
 	default:
 		cmd.Stdin = bytes.NewReader(ps.stdin)
 	}
-	var w *os.File
+	// stdout and stderr are pipes the runner reads itself (unless they
+	// are files), so that cmd.Wait returns when the process ends, not when
+	// a child it left behind closes them.
+	var closeAfterStart []*os.File
 	if ps.stdout != nil {
 		cmd.Stdout = ps.stdout
 	} else {
@@ -133,7 +148,20 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 			p.close()
 			return nil, err
 		}
-		p.stdout, w, cmd.Stdout = r, pw, pw
+		p.stdout, cmd.Stdout = r, pw
+		closeAfterStart = append(closeAfterStart, pw)
+	}
+	var stderrR *os.File
+	if f, ok := ps.stderr.(*os.File); ok {
+		cmd.Stderr = f
+	} else {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		stderrR, cmd.Stderr = r, pw
+		closeAfterStart = append(closeAfterStart, pw)
 	}
 	if prepared != nil {
 		cmd.ExtraFiles = prepared.ExtraFiles
@@ -141,18 +169,28 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = drainAfterExit
 	err := cmd.Start()
-	if w != nil {
-		w.Close()
+	for _, f := range closeAfterStart {
+		f.Close()
 	}
 	if prepared != nil {
 		prepared.Started()
 	}
 	if err != nil {
-		if p.stdout != nil {
-			p.stdout.Close()
+		for _, f := range []*os.File{p.stdout, stderrR} {
+			if f != nil {
+				f.Close()
+			}
 		}
 		p.close()
 		return nil, fmt.Errorf("cannot start %s: %w", ps.argv[0], err)
+	}
+	if stderrR != nil {
+		p.stderrDone = make(chan struct{})
+		go func() {
+			defer close(p.stderrDone)
+			defer stderrR.Close()
+			_, _ = io.Copy(ps.stderr, stderrR)
+		}()
 	}
 	p.cmd = cmd
 	go func() {
@@ -161,10 +199,12 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		p.done, p.state = true, cmd.ProcessState
 		p.mu.Unlock()
 		close(p.exited)
-		// A child the CLI left running may keep the pipe open: stop waiting
-		// for its output after a moment so the run can end.
-		if p.stdout != nil {
-			time.AfterFunc(drainAfterExit, func() { _ = p.stdout.SetReadDeadline(time.Now()) })
+		// A child the CLI left running may keep the pipes open: stop
+		// waiting for its output after a moment so the run can end.
+		for _, f := range []*os.File{p.stdout, stderrR} {
+			if f != nil {
+				time.AfterFunc(drainAfterExit, func() { _ = f.SetReadDeadline(time.Now()) })
+			}
 		}
 	}()
 	if prepared == nil {
@@ -173,7 +213,8 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	ready, err := prepared.Receive(sandboxStartTimeout)
 	if err != nil {
 		p.kill()
-		<-p.exited // bwrap's stderr is complete once it exited
+		<-p.exited
+		p.stderrCopied() // bwrap's message, read before it is judged
 		if p.stdout != nil {
 			p.stdout.Close()
 		}
@@ -264,14 +305,28 @@ func (p *process) interrupt(sig syscall.Signal) {
 func (p *process) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
 
 // wait returns the exit once the process ended (stdout was read to EOF).
+// In the sandbox it is what the init saw of the CLI, so that a CLI killed
+// by a signal reads the same as without a sandbox (bubblewrap's own exit
+// code would be 128+N); bubblewrap's exit stands in only when the init
+// could not report.
 func (p *process) wait() exitInfo {
 	<-p.exited
 	if p.stdout != nil {
 		p.stdout.Close()
 	}
 	p.kill() // do not leave anything of the run behind
-	p.close()
+	p.stderrCopied()
 	var info exitInfo
+	reported := false
+	if p.sandbox != nil {
+		if st, ok := p.sandbox.Status(); ok {
+			info.Code, info.Signaled, info.Signal, reported = st.Code, st.Signaled, st.Signal, true
+		}
+	}
+	p.close()
+	if reported {
+		return info
+	}
 	st := p.state
 	if st == nil {
 		info.Code = -1
@@ -283,6 +338,21 @@ func (p *process) wait() exitInfo {
 	}
 	info.Code = st.ExitCode()
 	return info
+}
+
+// stderrCopied waits until the runtime's stderr has reached its end (the
+// drain after exit bounds it).
+func (p *process) stderrCopied() {
+	if p.stderrDone != nil {
+		<-p.stderrDone
+	}
+}
+
+// exitedAlready reports whether the process has ended.
+func (p *process) exitedAlready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
 }
 
 // isDeadline reports the read deadline set after exit.
@@ -308,11 +378,15 @@ func (t *tail) Write(p []byte) (int, error) {
 	return t.w.Write(p)
 }
 
-// String is the last n characters written, trimmed of surrounding space.
+// String is the last n characters written, as written (invalid UTF-8
+// becomes U+FFFD), or "" when they are only white space.
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := string(bytes.ToValidUTF8(bytes.TrimSpace(t.buf), []byte("\uFFFD")))
+	if len(bytes.TrimSpace(t.buf)) == 0 {
+		return ""
+	}
+	s := string(bytes.ToValidUTF8(t.buf, []byte("\uFFFD")))
 	if r := []rune(s); len(r) > t.n {
 		s = string(r[len(r)-t.n:])
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
 	"github.com/agentrun-dev/agentrun/summary"
@@ -32,12 +33,15 @@ const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write
 // stops with "interrupted" when ctx is cancelled (the caller cancels it on
 // SIGINT or SIGTERM).
 func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) *events.End {
-	r := &run{o: o, started: time.Now(), out: out, stderr: stderr, cleanup: func() {}}
+	r := &run{o: o, started: o.Started, out: out, stderr: stderr, cleanup: func() {}}
+	if r.started.IsZero() {
+		r.started = time.Now()
+	}
 	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.
-		if err := os.WriteFile(o.SummaryPath, summary.FromEnd(end, r.agg.Counters()).Encode(), 0o644); err != nil {
+		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, summary.FromEnd(end, r.agg.Counters())); err != nil {
 			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
 		}
 	}
@@ -142,7 +146,7 @@ func (r *run) build() *events.End {
 		return r.end(events.StatusRejected, err.Error())
 	}
 	if o.RawPath != "" {
-		f, err := os.OpenFile(o.RawPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		f, err := FilesFor(r.p.cwd).Create(o.RawPath, 0o600)
 		if err != nil {
 			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
 		}
@@ -269,6 +273,19 @@ func (r *run) finish() *events.End {
 	return r.agg.Finish(outcome)
 }
 
+// WriteSummary writes the end summary (a Pod's termination message).
+func WriteSummary(files safefile.Guard, path string, s summary.Summary) error {
+	f, err := files.Create(path, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(s.Encode())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // failureDetail follows seed 003: the runtime's message, else the last 500
 // characters of stderr, else a fixed sentence.
 func failureDetail(msg, stderrTail, runtime string, exit exitInfo) string {
@@ -280,8 +297,9 @@ func failureDetail(msg, stderrTail, runtime string, exit exitInfo) string {
 	case exit.Signaled:
 		return fmt.Sprintf("%s was killed by signal %d (%s)", runtime, int(exit.Signal), exit.Signal)
 	case exit.Code > 128 && exit.Code <= 128+64:
-		// In the sandbox bwrap reports a CLI killed by signal N as 128+N,
-		// as shells do.
+		// The sandbox's init reports a CLI killed by a signal as such; only
+		// when it could not report (it was killed itself) does bwrap's
+		// 128+N stand in, as shells do.
 		sig := syscall.Signal(exit.Code - 128)
 		return fmt.Sprintf("%s exited with code %d: killed by signal %d (%s)", runtime, exit.Code, int(sig), sig)
 	}
@@ -418,7 +436,10 @@ type stopper struct {
 func (s *stopper) stop(cause, detail string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cause != "" {
+	// A cause that comes after the CLI ended (a timeout while a child it
+	// left behind still holds stdout open) did not stop it: the end
+	// follows the process that ended.
+	if s.cause != "" || s.proc.exitedAlready() {
 		return
 	}
 	s.cause, s.detail = cause, detail

@@ -43,20 +43,117 @@ const (
 	HostProc
 )
 
-// DefaultDenyRead is the deny list every run starts with, under home.
-func DefaultDenyRead(home string) []string {
-	rel := []string{".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud", ".azure",
-		".netrc", ".npmrc", ".pypirc", ".git-credentials"}
-	out := make([]string, 0, len(rel)+1)
-	for _, r := range rel {
-		out = append(out, filepath.Join(home, r))
+// The default deny list holds the places where tools keep credentials of
+// their own, chosen by one rule: a file or directory whose main purpose is
+// to hold a secret (keys, tokens, passwords) of a widely used tool, plus the
+// shell and REPL histories, where commands often carry tokens. Files that
+// mix settings with credentials (~/.m2/settings.xml, ~/.gradle) are left
+// to --deny-read, since builds need their settings. The agent's own CLI
+// never needs these: it runs with a private HOME and its own config
+// directory.
+var (
+	// denyHome are relative to each home (see DefaultDenyRead); "/" ends
+	// the directories, which matters only for a placeholder.
+	denyHome = []string{
+		// keys and cloud credentials
+		".ssh/", ".aws/", ".gnupg/", ".kube/", ".docker/", ".config/gcloud/", ".azure/", ".oci/", ".config/doctl/",
+		".terraform.d/", ".s3cfg", ".boto", ".config/rclone/",
+		// code hosts, registries and package managers
+		".netrc", ".npmrc", ".pypirc", ".git-credentials", ".config/gh/", ".config/glab-cli/", ".config/hub",
+		".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".config/containers/auth.json",
+		// secret stores and databases
+		".vault-token", ".password-store/", ".config/op/", ".pgpass", ".my.cnf",
+		// coding agents' own logins and settings
+		".claude/", ".claude.json", ".codex/", ".pi/", ".gemini/", ".cache/huggingface/token",
+		// histories (hidden when they exist: see placeholderFor)
+		".bash_history", ".zsh_history", ".history", ".sh_history", ".local/share/fish/fish_history",
+		".python_history", ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history", ".rediscli_history",
 	}
-	return append(out, "/var/run/secrets/kubernetes.io")
+	// denyAbsolute are the tokens a Pod or container is given: Kubernetes
+	// service accounts, the workload identities of EKS (IRSA), Azure and
+	// projected tokens (all under /var/run/secrets), and Docker's secrets.
+	denyAbsolute = []string{"/var/run/secrets/", "/run/secrets/"}
+)
+
+// placeholder is what a missing deny path gets on the host (see PrepareDeny).
+type placeholder int
+
+const (
+	placeholderDir placeholder = iota
+	placeholderFile
+	placeholderNone
+)
+
+// defaultPlaceholders are the kinds of the default entries by their
+// relative name: directories end with "/"; histories get none (a shell
+// makes them at will, and a dozen empty ones in every home would be
+// clutter), so a history that appears during a run is not hidden.
+var defaultPlaceholders = func() map[string]placeholder {
+	m := map[string]placeholder{}
+	for _, rel := range denyHome {
+		switch {
+		case strings.HasSuffix(rel, "/"):
+			m[strings.TrimSuffix(rel, "/")] = placeholderDir
+		case strings.HasSuffix(rel, "history"):
+			m[rel] = placeholderNone
+		default:
+			m[rel] = placeholderFile
+		}
+	}
+	return m
+}()
+
+// placeholderFor is the placeholder of a deny path: by its default entry,
+// else (--deny-read) a directory.
+func placeholderFor(p string) placeholder {
+	for rel, kind := range defaultPlaceholders {
+		if strings.HasSuffix(p, "/"+rel) {
+			return kind
+		}
+	}
+	return placeholderDir
 }
 
-// fileLike are default deny entries that are files, not directories, when
-// they do not exist yet.
-var fileLike = map[string]bool{".netrc": true, ".npmrc": true, ".pypirc": true, ".git-credentials": true}
+// DefaultDenyRead is the deny list every run starts with: the entries of
+// denyHome under each home (in order, without repeats), then denyAbsolute.
+func DefaultDenyRead(homes ...string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, h := range homes {
+		if h == "" || !filepath.IsAbs(h) {
+			continue
+		}
+		for _, r := range denyHome {
+			add(filepath.Join(h, r))
+		}
+	}
+	for _, p := range denyAbsolute {
+		add(filepath.Clean(p))
+	}
+	return out
+}
+
+// ProtectedGit lists what of a workspace's repository is bound read-only
+// (relative to the workspace): its .git directory when it has one. A hook,
+// a config key (core.fsmonitor, core.sshCommand, a filter) or a redirect
+// (.git/commondir points git at another config) planted there runs code on
+// the host's next git command in the workspace; protecting only config and
+// hooks would leave commondir open. codex's own sandbox makes .git
+// read-only for the same reason. The agent can still read history, diff
+// and status; --writable-git lets it commit.
+func ProtectedGit(workspace string) []string {
+	st, err := os.Lstat(filepath.Join(workspace, ".git"))
+	if err != nil || !st.IsDir() {
+		return nil
+	}
+	return []string{".git"}
+}
 
 // Config is one sandbox.
 type Config struct {
@@ -64,12 +161,28 @@ type Config struct {
 	Writable  []string // further writable paths (the run's state directory)
 	ReadOnly  []string // paths that must be visible even under /tmp (the CLI, its files)
 	DenyRead  []string // in order: defaults, then --deny-read
-	NoNetwork bool     // --network none: no proxy inside at all
+	// Protect are paths inside the workspace bound read-only over
+	// themselves (the repository's .git, see ProtectedGit), relative to it.
+	Protect   []string
+	NoNetwork bool // --network none: no proxy inside at all
 	Proc      ProcMode
+	// Home is the agent's HOME (named in a root caller's /etc/passwd).
+	Home string
+	// MaxProcs bounds the agent's processes (RLIMIT_NPROC); 0 leaves it.
+	MaxProcs uint64
 	// Init is the first program inside, bound at InitPath: the small
 	// agentrun-sandbox-init, or agentrun itself with InitVerb (InitUsesVerb).
 	Init         string
 	InitUsesVerb bool
+}
+
+// initCommand is the first program inside the sandbox with its verb, if
+// any, before its flags.
+func (c Config) initCommand(path string) []string {
+	if c.InitUsesVerb {
+		return []string{path, InitVerb}
+	}
+	return []string{path}
 }
 
 // Deny is one prepared deny-read entry.
@@ -78,47 +191,121 @@ type Deny struct {
 	IsDir bool
 }
 
+// Descriptors bubblewrap receives (ExtraFiles start at 3).
+const (
+	seccompFD = 4
+	usernsFD  = 5 // a root caller's agent user namespace
+	passwdFD  = 6
+	groupFD   = 7
+)
+
+// procReadOnly are the kernel's knobs under a fresh /proc, bound read-only
+// over themselves (as container runtimes do): bubblewrap covers them only
+// where its own user can write them, which misses root-owned files under a
+// directory root cannot write (/proc/sys/kernel/core_pattern).
+var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
+
 // Args is the bubblewrap command line up to and including "--", without the
-// command. It is a pure function of cfg and the prepared deny entries.
-func Args(bwrap string, cfg Config, deny []Deny, seccompFD int) []string {
-	a := []string{bwrap,
-		"--die-with-parent",
-		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-		"--cap-drop", "ALL",
-		"--ro-bind", "/", "/",
-		"--dev", "/dev",
+// command. It is a pure function of cfg, the prepared deny entries and, for
+// a root caller, the drop (nil otherwise).
+func Args(bwrap string, cfg Config, deny []Deny, d *dropped) []string {
+	a := []string{bwrap, "--die-with-parent"}
+	if d != nil {
+		a = append(a, "--userns", itoa(usernsFD))
+	} else {
+		a = append(a, "--unshare-user")
 	}
+	a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+		"--cap-drop", "ALL")
+	if d != nil {
+		// For the init's drop to AgentUID, and nothing else.
+		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+	}
+	a = append(a, "--ro-bind", "/", "/", "--dev", "/dev")
 	switch cfg.Proc {
 	case HostProc:
 		a = append(a, "--ro-bind", "/proc", "/proc")
 	default:
 		a = append(a, "--proc", "/proc")
+		for _, p := range procReadOnly {
+			a = append(a, "--ro-bind-try", p, p)
+		}
 	}
 	// A private /tmp hides the host's; whatever the run needs from under
-	// /tmp is bound back after it.
-	a = append(a, "--tmpfs", "/tmp")
+	// /tmp is bound back after it. Sticky and writable for all, as /tmp
+	// is: a root caller's tmpfs belongs to bubblewrap's uid 0, not to the
+	// agent.
+	a = append(a, "--perms", "1777", "--tmpfs", "/tmp")
+	// bubblewrap 0.8 makes the directories above a bind 0700 and its own:
+	// those on the way to what the agent needs are made searchable first.
+	needed := append([]string{cfg.Workspace}, cfg.Writable...)
+	for _, p := range cfg.ReadOnly {
+		if !within(p, cfg.Workspace) {
+			needed = append(needed, p)
+		}
+	}
+	for _, dir := range dirsUnderTmp(needed) {
+		a = append(a, "--perms", "0755", "--dir", dir)
+	}
+	wsSource := cfg.Workspace
+	if d != nil {
+		for _, m := range d.masks {
+			a = append(a, "--tmpfs", m)
+		}
+		a = append(a, "--perms", "0644", "--ro-bind-data", itoa(passwdFD), "/etc/passwd",
+			"--perms", "0644", "--ro-bind-data", itoa(groupFD), "/etc/group")
+		wsSource = d.ws
+	}
 	for _, p := range cfg.Writable {
 		a = append(a, "--bind", p, p)
 	}
-	a = append(a, "--bind", cfg.Workspace, cfg.Workspace)
+	a = append(a, "--bind", wsSource, cfg.Workspace)
 	for _, p := range cfg.ReadOnly {
 		if !within(p, cfg.Workspace) {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
+	for _, rel := range cfg.Protect {
+		a = append(a, "--ro-bind", filepath.Join(wsSource, rel), filepath.Join(cfg.Workspace, rel))
+	}
 	// After the workspace, which may be /tmp itself.
 	a = append(a, "--ro-bind", cfg.Init, InitPath)
 	// Deny entries come last so that they cover anything bound above,
 	// the workspace included.
-	for _, d := range deny {
-		if d.IsDir {
-			a = append(a, "--perms", "0000", "--tmpfs", d.Path, "--remount-ro", d.Path)
+	for _, dn := range deny {
+		if dn.IsDir {
+			a = append(a, "--perms", "0000", "--tmpfs", dn.Path, "--remount-ro", dn.Path)
 		} else {
-			a = append(a, "--ro-bind", "/dev/null", d.Path)
+			a = append(a, "--ro-bind", "/dev/null", dn.Path)
 		}
 	}
-	a = append(a, "--chdir", cfg.Workspace, "--seccomp", itoa(seccompFD), "--")
+	// The init enters the workspace itself, after its drop: a root
+	// caller's bubblewrap may not (the workspace is the agent's).
+	a = append(a, "--chdir", "/", "--seccomp", itoa(seccompFD), "--")
 	return a
+}
+
+// dirsUnderTmp lists the directories strictly between /tmp and each path,
+// outermost first, without repeats.
+func dirsUnderTmp(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/tmp/") {
+			continue
+		}
+		var chain []string
+		for a := filepath.Dir(p); a != "/tmp" && a != "/"; a = filepath.Dir(a) {
+			chain = append(chain, a)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			if !seen[chain[i]] {
+				seen[chain[i]] = true
+				out = append(out, chain[i])
+			}
+		}
+	}
+	return out
 }
 
 // within reports whether p is dir or below it.
@@ -141,21 +328,28 @@ func itoa(n int) string {
 }
 
 // PrepareDeny turns deny paths into mount entries. A path that does not
-// exist gets a placeholder on the host (an empty directory, or an empty file
-// for the known credential files), so that the sandbox mounts over it and a
-// file created there during the run stays hidden. Placeholders are left in
-// place: removing one while another run's sandbox is mounted over it would
+// exist gets a placeholder on the host when its directory exists (an empty
+// directory, or an empty file for the known credential files; see
+// placeholderFor), so that the sandbox mounts over it and a file created
+// there during the run stays hidden. Placeholders are left in place:
+// removing one while another run's sandbox is mounted over it would
 // silently drop that run's protection (the kernel detaches a mount whose
 // mount point is deleted in another namespace), and an empty ~/.ssh or
 // ~/.netrc is harmless. Where this user may not create or see the path,
-// neither can the run, and it is left alone. Paths under /tmp need no
-// placeholder: the sandbox has its own /tmp.
-func PrepareDeny(paths []string) ([]Deny, error) {
+// neither can the run, and it is left alone; so is a path the agent could
+// not reach anyway (reachable false: a root caller's agent under /root).
+// Paths under /tmp need no placeholder: the sandbox has its own /tmp.
+func PrepareDeny(paths []string, reachable func(string) bool) ([]Deny, error) {
 	var out []Deny
+	seen := map[string]bool{}
 	for _, p := range paths {
 		p = filepath.Clean(p)
+		if reachable != nil && !reachable(p) {
+			continue
+		}
 		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
-			if st, err := os.Stat(p); err == nil {
+			if st, err := os.Stat(p); err == nil && !seen[p] {
+				seen[p] = true
 				out = append(out, Deny{Path: p, IsDir: st.IsDir()})
 			}
 			continue
@@ -168,7 +362,11 @@ func PrepareDeny(paths []string) ([]Deny, error) {
 			return nil, err
 		}
 		if err != nil {
-			err := makePlaceholder(p, fileLike[filepath.Base(p)])
+			kind := placeholderFor(p)
+			if _, perr := os.Stat(filepath.Dir(p)); kind == placeholderNone || perr != nil {
+				continue // nothing to hide, and nothing made
+			}
+			err := makePlaceholder(p, kind == placeholderFile)
 			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 				continue
 			}
@@ -186,18 +384,16 @@ func PrepareDeny(paths []string) ([]Deny, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Deny{Path: real, IsDir: st.IsDir()})
+		if !seen[real] {
+			seen[real] = true
+			out = append(out, Deny{Path: real, IsDir: st.IsDir()})
+		}
 	}
 	return out, nil
 }
 
-// makePlaceholder creates p and its missing parents. Parents are
-// world-traversable, as such directories usually are, so that one made by
-// root does not lock other users out; p itself is private.
+// makePlaceholder creates p (private) in its existing directory.
 func makePlaceholder(p string, isFile bool) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
 	if isFile {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {

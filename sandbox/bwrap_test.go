@@ -3,44 +3,106 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestArgs(t *testing.T) {
 	cfg := Config{Workspace: "/tmp/ws", Writable: []string{"/tmp/state"}, ReadOnly: []string{"/tmp/cli", "/tmp/ws/inside"},
-		Init: "/usr/bin/agentrun", Proc: HostProc}
+		Protect: []string{".git"}, Init: "/usr/bin/agentrun", Proc: HostProc}
 	deny := []Deny{{Path: "/home/u/.ssh", IsDir: true}, {Path: "/home/u/.netrc"}}
-	got := strings.Join(Args("bwrap", cfg, deny, 4), " ")
+	got := strings.Join(Args("bwrap", cfg, deny, nil), " ")
 	for _, want := range []string{
 		"--unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-net",
-		"--cap-drop ALL --ro-bind / / --dev /dev --ro-bind /proc /proc --tmpfs /tmp",
-		"--bind /tmp/state /tmp/state --bind /tmp/ws /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind /usr/bin/agentrun " + InitPath,
+		"--cap-drop ALL --ro-bind / / --dev /dev --ro-bind /proc /proc --perms 1777 --tmpfs /tmp",
+		"--bind /tmp/state /tmp/state --bind /tmp/ws /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind /tmp/ws/.git /tmp/ws/.git --ro-bind /usr/bin/agentrun " + InitPath,
 		"--perms 0000 --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh --ro-bind /dev/null /home/u/.netrc",
-		"--chdir /tmp/ws --seccomp 4 --",
+		"--chdir / --seccomp 4 --",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "/tmp/ws/inside") {
-		t.Errorf("a read-only path inside the workspace must not shadow it: %s", got)
+	for _, unwanted := range []string{"/tmp/ws/inside", "--userns", "--cap-add", "/etc/passwd"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("args hold %q: %s", unwanted, got)
+		}
 	}
-	if strings.HasSuffix(got, "--") == false {
+	if !strings.HasSuffix(got, "--") {
 		t.Errorf("args must end with --: %s", got)
 	}
 	cfg.Proc = FreshProc
-	if got := strings.Join(Args("bwrap", cfg, nil, 4), " "); !strings.Contains(got, "--proc /proc") {
-		t.Errorf("fresh proc: %s", got)
+	nested := cfg
+	nested.Workspace, nested.ReadOnly = "/tmp/t/ws", []string{"/tmp/t/cli/bin"}
+	if got := strings.Join(Args("bwrap", nested, nil, nil), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
+		t.Errorf("the directories above binds under /tmp are made searchable, once: %s", got)
+	}
+	got = strings.Join(Args("bwrap", cfg, nil, nil), " ")
+	if !strings.Contains(got, "--proc /proc --ro-bind-try /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger") {
+		t.Errorf("a fresh /proc keeps the kernel's knobs read-only: %s", got)
+	}
+
+	// A root caller: bubblewrap joins the agent's user namespace and keeps
+	// only what the init needs to drop; the workspace comes from the
+	// idmapped mount, .git too.
+	d := &dropped{hostUID: hostIDBase + 7, ws: "/tmp/agentrun-host-1/ws", masks: []string{"/root"}}
+	got = strings.Join(Args("bwrap", cfg, nil, d), " ")
+	for _, want := range []string{
+		"bwrap --die-with-parent --userns 5 --unshare-ipc",
+		"--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --ro-bind / /",
+		"--perms 1777 --tmpfs /tmp --tmpfs /root --perms 0644 --ro-bind-data 6 /etc/passwd --perms 0644 --ro-bind-data 7 /etc/group",
+		"--bind /tmp/agentrun-host-1/ws /tmp/ws",
+		"--ro-bind /tmp/agentrun-host-1/ws/.git /tmp/ws/.git",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("root caller's args lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "--unshare-user") {
+		t.Errorf("a root caller's sandbox joins its own user namespace: %s", got)
 	}
 }
 
 func TestDefaultDenyRead(t *testing.T) {
-	got := DefaultDenyRead("/home/u")
-	want := []string{"/home/u/.ssh", "/home/u/.aws", "/home/u/.gnupg", "/home/u/.kube", "/home/u/.docker", "/home/u/.config/gcloud",
-		"/home/u/.azure", "/home/u/.netrc", "/home/u/.npmrc", "/home/u/.pypirc", "/home/u/.git-credentials", "/var/run/secrets/kubernetes.io"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("DefaultDenyRead = %v", got)
+	got := DefaultDenyRead("/home/u", "relative", "/home/u", "/root")
+	for _, want := range []string{"/home/u/.ssh", "/home/u/.claude", "/home/u/.codex", "/home/u/.config/gh", "/home/u/.cargo/credentials.toml",
+		"/home/u/.pgpass", "/home/u/.vault-token", "/home/u/.terraform.d", "/home/u/.bash_history", "/root/.ssh", "/var/run/secrets", "/run/secrets"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("DefaultDenyRead lacks %s: %v", want, got)
+		}
+	}
+	if got[0] != "/home/u/.ssh" || got[len(got)-1] != "/run/secrets" {
+		t.Errorf("homes first, in order, then the absolute entries: %v", got)
+	}
+	seen := map[string]bool{}
+	for _, p := range got {
+		if seen[p] || !filepath.IsAbs(p) || strings.HasSuffix(p, "/") {
+			t.Errorf("entry %q repeated, relative or not clean", p)
+		}
+		seen[p] = true
+	}
+	for p, want := range map[string]placeholder{"/home/u/.bash_history": placeholderNone, "/root/.cargo/credentials.toml": placeholderFile,
+		"/home/u/.ssh": placeholderDir, "/srv/keys": placeholderDir, "/home/u/.config/gh": placeholderDir, "/home/u/.netrc": placeholderFile} {
+		if got := placeholderFor(p); got != want {
+			t.Errorf("placeholderFor(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestProtectedGit(t *testing.T) {
+	ws := t.TempDir()
+	if got := ProtectedGit(ws); got != nil {
+		t.Errorf("no repository, nothing to protect: %v", got)
+	}
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+	if got := ProtectedGit(ws); got != nil {
+		t.Errorf("a .git file (a worktree's) points outside and is read-only with the rest: %v", got)
+	}
+	os.Remove(filepath.Join(ws, ".git"))
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	if got := ProtectedGit(ws); len(got) != 1 || got[0] != ".git" {
+		t.Errorf("ProtectedGit = %v", got)
 	}
 }
 
@@ -52,36 +114,41 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 	defer os.RemoveAll(base)
 	existingFile := filepath.Join(base, "file")
 	os.WriteFile(existingFile, []byte("x"), 0o600)
-	missingDir := filepath.Join(base, "a", "b", "keys")
+	missingDir := filepath.Join(base, "keys")
 	missingFile := filepath.Join(base, ".netrc")
-	deny, err := PrepareDeny([]string{existingFile, missingDir, missingFile, "/tmp/not-there"})
+	missingHistory := filepath.Join(base, ".bash_history")
+	noParent := filepath.Join(base, "a", "b", "keys")
+	link := filepath.Join(base, "link")
+	os.Symlink(base, link)
+	deny, err := PrepareDeny([]string{existingFile, missingDir, missingFile, missingHistory, noParent, "/tmp/not-there",
+		filepath.Join(link, "file")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(deny) != 3 || deny[0].IsDir || !deny[1].IsDir || deny[2].IsDir {
-		t.Errorf("deny = %+v", deny)
+		t.Errorf("deny = %+v (the linked path is the same file and comes once)", deny)
 	}
 	if st, err := os.Stat(missingDir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
 		t.Errorf("no private placeholder directory: %v %v", st, err)
 	}
-	if st, err := os.Stat(filepath.Join(base, "a")); err != nil || st.Mode().Perm() != 0o755 {
-		t.Errorf("placeholder parents must be traversable: %v %v", st, err)
-	}
 	if st, err := os.Stat(missingFile); err != nil || st.IsDir() || st.Size() != 0 {
 		t.Errorf("no empty placeholder file for .netrc: %v %v", st, err)
 	}
+	for _, p := range []string{missingHistory, filepath.Join(base, "a")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was made: histories get no placeholder, and missing directories are not made", p)
+		}
+	}
 	// A second run (or a concurrent one) finds them and mounts over them.
-	if again, err := PrepareDeny([]string{missingDir, missingFile}); err != nil || len(again) != 2 {
+	if again, err := PrepareDeny([]string{missingDir, missingFile}, nil); err != nil || len(again) != 2 {
 		t.Errorf("second PrepareDeny: %+v %v", again, err)
 	}
-}
-
-func TestFilterLayout(t *testing.T) {
-	prog, err := Filter()
-	if err != nil {
-		t.Fatal(err)
+	// What the agent cannot reach is neither mounted nor made.
+	far := filepath.Join(base, "far")
+	if got, err := PrepareDeny([]string{existingFile, far}, func(p string) bool { return p == existingFile }); err != nil || len(got) != 1 {
+		t.Errorf("unreachable entries: %+v %v", got, err)
 	}
-	if len(prog) == 0 || len(prog)%8 != 0 {
-		t.Fatalf("program of %d bytes is not a sock_filter array", len(prog))
+	if _, err := os.Stat(far); err == nil {
+		t.Errorf("a placeholder was made for a path the agent cannot reach")
 	}
 }

@@ -2,19 +2,24 @@ package sandbox
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // InitVerb is the hidden agentrun verb that runs as the first process in
 // the sandbox when the small InitBinary is not installed:
-// agentrun sandbox-init [--proxy] -- COMMAND [ARGS...].
+// agentrun sandbox-init [flags] -- COMMAND [ARGS...].
 const InitVerb = "sandbox-init"
 
 // InitBinary is the small helper binary (cmd/agentrun-sandbox-init) that
@@ -34,48 +39,90 @@ func FindInit(self string) (path string, usesVerb bool) {
 // ControlFD is the socket to the runner that bwrap passes down.
 const ControlFD = 3
 
-// InitMain parses "[--proxy] -- COMMAND [ARGS...]" and runs RunInit; it
-// returns only on failure, with the exit code to use (127, as a shell does
-// for a command it cannot run). Both agentrun-sandbox-init and agentrun's
-// hidden verb are this.
-func InitMain(args []string, stderr io.Writer) int {
-	withProxy := false
-	for len(args) > 0 && args[0] != "--" {
-		if args[0] == "--proxy" {
-			withProxy = true
-		}
-		args = args[1:]
-	}
-	if len(args) > 0 {
-		args = args[1:]
-	}
-	fmt.Fprintln(stderr, RunInit(withProxy, args))
-	return 127
+// InitOptions are what the runner asks of the first process.
+type InitOptions struct {
+	// Proxy opens the filter proxy's listening sockets inside.
+	Proxy bool
+	// UID and GID, when not -1, are who the agent runs as: a root caller's
+	// agent drops to them (see Drop); otherwise it keeps the caller's ids.
+	UID, GID int
+	// Dir is the agent's working directory, entered after the drop (the
+	// workspace belongs to the agent's user, not to the init's).
+	Dir string
+	// MaxProcs bounds the agent's processes (RLIMIT_NPROC); 0 leaves it.
+	MaxProcs uint64
 }
 
-// RunInit is the sandbox side of the fdpass bridge. It opens the proxy's
-// listening sockets inside the sandbox's network namespace (when withProxy),
-// sends them to the runner over ControlFD together with its own credentials
-// (the kernel translates the pid, so the runner learns the agent's pid as
-// seen from outside and can signal it), closes every inherited descriptor
-// and replaces itself with the command. It returns only on failure.
-func RunInit(withProxy bool, argv []string) error {
-	if len(argv) == 0 {
-		return errors.New("sandbox-init: no command")
+// args renders o as the init's flags.
+func (o InitOptions) args() []string {
+	var a []string
+	if o.Proxy {
+		a = append(a, "--proxy")
 	}
-	path, err := exec.LookPath(argv[0])
+	if o.UID >= 0 {
+		a = append(a, "--uid", strconv.Itoa(o.UID), "--gid", strconv.Itoa(o.GID))
+	}
+	if o.Dir != "" {
+		a = append(a, "--chdir", o.Dir)
+	}
+	if o.MaxProcs > 0 {
+		a = append(a, "--max-procs", strconv.FormatUint(o.MaxProcs, 10))
+	}
+	return a
+}
+
+// holdFlag makes the init wait for its stdin to close: the runner starts it
+// in a new user namespace only to take a handle on that namespace.
+const holdFlag = "--hold"
+
+// InitMain parses the init's flags and runs RunInit, or holds (see
+// holdFlag). It returns the exit code: the agent's, or 127 when the agent
+// could not be started, as a shell does.
+func InitMain(args []string, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == holdFlag {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return 0
+	}
+	o := InitOptions{UID: -1, GID: -1}
+	fs := flag.NewFlagSet(InitBinary, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.Proxy, "proxy", false, "")
+	fs.IntVar(&o.UID, "uid", -1, "")
+	fs.IntVar(&o.GID, "gid", -1, "")
+	fs.StringVar(&o.Dir, "chdir", "", "")
+	fs.Uint64Var(&o.MaxProcs, "max-procs", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return 127
+	}
+	code, err := RunInit(o, fs.Args())
 	if err != nil {
-		return fmt.Errorf("sandbox-init: %w", err)
+		fmt.Fprintln(stderr, err)
+		return 127
+	}
+	return code
+}
+
+// RunInit is the sandbox side of the fdpass bridge and the agent's parent.
+// It opens the proxy's listening sockets inside the sandbox's network
+// namespace (when o.Proxy), sends them to the runner over ControlFD with its
+// own credentials (the kernel translates the pid, so the runner learns the
+// init's pid as seen from outside and can signal it), limits the agent,
+// drops to o.UID, and starts the command. It forwards signals to the
+// command, waits for it and reports how it ended to the runner, because
+// bubblewrap's own exit code folds a death by signal N into 128+N.
+func RunInit(o InitOptions, argv []string) (int, error) {
+	if len(argv) == 0 {
+		return 0, errors.New("sandbox-init: no command")
 	}
 	var fds []int
-	if withProxy {
+	if o.Proxy {
 		for _, addr := range []string{"127.0.0.1", "::1"} {
 			fd, err := listenFD(addr)
 			if err != nil {
 				if addr == "::1" {
 					continue // no IPv6 loopback in this namespace: IPv4 is enough
 				}
-				return fmt.Errorf("sandbox-init: proxy listener: %w", err)
+				return 0, fmt.Errorf("sandbox-init: proxy listener: %w", err)
 			}
 			fds = append(fds, fd)
 		}
@@ -83,13 +130,101 @@ func RunInit(withProxy bool, argv []string) error {
 	cred := syscall.UnixCredentials(&syscall.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
 	oob := append(cred, syscall.UnixRights(fds...)...)
 	if err := syscall.Sendmsg(ControlFD, []byte("ready"), oob, nil, 0); err != nil {
-		return fmt.Errorf("sandbox-init: cannot reach the runner: %w", err)
+		return 0, fmt.Errorf("sandbox-init: cannot reach the runner: %w", err)
 	}
-	// Nothing the runner or bwrap held may reach the agent.
+	for _, fd := range fds {
+		syscall.Close(fd) // the runner holds them now
+	}
+	// Capabilities are per thread: the drop and the fork that starts the
+	// agent happen on this one.
+	runtime.LockOSThread()
+	if err := becomeAgent(o); err != nil {
+		return 0, fmt.Errorf("sandbox-init: %w", err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return 0, fmt.Errorf("sandbox-init: %w", err)
+	}
+	// Nothing the runner or bwrap held may reach the agent; the control
+	// socket stays open here for the report.
 	if err := cloexecFrom(3); err != nil {
-		return fmt.Errorf("sandbox-init: %w", err)
+		return 0, fmt.Errorf("sandbox-init: %w", err)
 	}
-	return syscall.Exec(path, argv, os.Environ())
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
+	child, err := os.StartProcess(path, argv, &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+	if err != nil {
+		return 0, fmt.Errorf("sandbox-init: %w", err)
+	}
+	go func() {
+		for s := range sigs {
+			_ = child.Signal(s)
+		}
+	}()
+	state, err := child.Wait()
+	if err != nil {
+		return 0, fmt.Errorf("sandbox-init: %w", err)
+	}
+	return report(state.Sys().(syscall.WaitStatus)), nil
+}
+
+// becomeAgent sets the agent's limits, drops to its user and enters its
+// working directory. The init makes itself non-dumpable first: the agent
+// runs as the same user, and must not be able to trace its parent or read
+// its descriptors (the control socket) through /proc.
+func becomeAgent(o InitOptions) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	// No core dumps: a core holds the process's memory (tokens included),
+	// and the host's core_pattern may hand it to a program.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fmt.Errorf("setrlimit(RLIMIT_CORE): %w", err)
+	}
+	if o.MaxProcs > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: o.MaxProcs, Max: o.MaxProcs}); err != nil {
+			return fmt.Errorf("setrlimit(RLIMIT_NPROC): %w", err)
+		}
+	}
+	if o.UID >= 0 {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(o.GID, o.GID, o.GID); err != nil {
+			return fmt.Errorf("setresgid(%d): %w", o.GID, err)
+		}
+		if err := syscall.Setresuid(o.UID, o.UID, o.UID); err != nil {
+			return fmt.Errorf("setresuid(%d): %w", o.UID, err)
+		}
+		// Leaving uid 0 cleared the permitted and effective sets; clear
+		// the inheritable one too, so that nothing is left to regain.
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			return fmt.Errorf("capset: %w", err)
+		}
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+		}
+	}
+	if o.Dir != "" {
+		if err := os.Chdir(o.Dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report sends how the command ended to the runner ("exit N" or
+// "signal N") and returns the init's own exit code, as a shell would.
+func report(ws syscall.WaitStatus) int {
+	msg, code := fmt.Sprintf("exit %d", ws.ExitStatus()), ws.ExitStatus()
+	if ws.Signaled() {
+		msg, code = fmt.Sprintf("signal %d", int(ws.Signal())), 128+int(ws.Signal())
+	}
+	_ = syscall.Sendmsg(ControlFD, []byte(msg), nil, nil, 0)
+	return code
 }
 
 // listenFD opens a listening TCP socket on addr:ProxyPort and returns a
@@ -110,7 +245,7 @@ func listenFD(addr string) (int, error) {
 // cloexecFrom marks every descriptor >= from close-on-exec, so exec drops
 // them (close_range with CLOSE_RANGE_CLOEXEC, with a /proc fallback for
 // kernels before 5.11). Closing them outright would pull the Go runtime's
-// own poller descriptor from under it before the exec.
+// own poller descriptor from under it.
 func cloexecFrom(from int) error {
 	const sysCloseRange, closeRangeCloexec = 436, 4
 	if _, _, e := syscall.Syscall(sysCloseRange, uintptr(from), ^uintptr(0), closeRangeCloexec); e == 0 {

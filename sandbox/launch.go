@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,115 +14,143 @@ import (
 
 // Prepared is a command wrapped in bubblewrap, ready to start. Start it
 // with Argv, Env and ExtraFiles (fd 3 is the control socket, fd 4 the
-// seccomp program), call Started, then Receive.
+// seccomp program, and for a root caller fd 5 the agent's user namespace
+// and fds 6 and 7 its /etc/passwd and /etc/group), with Dir as working
+// directory; call Started, then Receive, then Status once it exited; Close
+// in the end.
 type Prepared struct {
 	Argv       []string
 	Env        []string
+	Dir        string
 	ExtraFiles []*os.File
 
 	control *os.File // the runner's end of the control socket
+	drop    *dropped // a root caller's drop, nil otherwise
 }
 
 // Prepare builds the bubblewrap command for argv. env is the complete
-// environment inside the sandbox.
-func Prepare(cfg Config, env, argv []string) (*Prepared, error) {
+// environment inside the sandbox. When agentrun runs as root the agent is
+// dropped to an unprivileged user (see drop.go).
+func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
 		return nil, errors.New("bubblewrap is not installed (no bwrap in PATH): install it (apt-get install bubblewrap) or pass --sandbox none")
-	}
-	deny, err := PrepareDeny(cfg.DenyRead)
-	if err != nil {
-		return nil, fmt.Errorf("cannot protect the deny-read paths: %w", err)
 	}
 	prog, err := Filter()
 	if err != nil {
 		return nil, err
 	}
+	p = &Prepared{Env: env, Dir: cfg.Workspace}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	init := InitOptions{Proxy: !cfg.NoNetwork, UID: -1, GID: -1, Dir: cfg.Workspace, MaxProcs: cfg.MaxProcs}
+	if needsDrop() {
+		if p.drop, err = newDropped(cfg, cfg.initCommand(cfg.Init)); err != nil {
+			return p, err
+		}
+		init.UID, init.GID = AgentUID, AgentUID
+		p.Dir = "/" // bubblewrap, the runner's child, starts outside the workspace
+	}
+	deny, err := PrepareDeny(cfg.DenyRead, p.drop.reachable)
+	if err != nil {
+		return p, fmt.Errorf("cannot protect the deny-read paths: %w", err)
+	}
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return p, fmt.Errorf("control socket: %w", err)
 	}
 	// The runner's end must accept the helper's credentials, and be
-	// non-blocking so that a read deadline applies to it.
+	// non-blocking before it becomes an os.File, so that the runtime polls
+	// it and a read deadline applies.
 	err = syscall.SetsockoptInt(pair[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
 	if err == nil {
 		err = syscall.SetNonblock(pair[0], true)
 	}
+	p.control = os.NewFile(uintptr(pair[0]), "sandbox-control-runner")
+	p.ExtraFiles = append(p.ExtraFiles, os.NewFile(uintptr(pair[1]), "sandbox-control"))
 	if err != nil {
-		syscall.Close(pair[0])
-		syscall.Close(pair[1])
-		return nil, err
+		return p, fmt.Errorf("control socket: %w", err)
 	}
-	seccompR, seccompW, err := os.Pipe()
+	seccomp, err := dataPipe(prog)
 	if err != nil {
-		syscall.Close(pair[0])
-		syscall.Close(pair[1])
-		return nil, err
+		return p, err
 	}
-	// The program is a few hundred bytes: it fits the pipe's buffer.
-	if _, err := seccompW.Write(prog); err != nil {
-		return nil, err
+	p.ExtraFiles = append(p.ExtraFiles, seccomp)
+	if p.drop != nil {
+		p.ExtraFiles = append(p.ExtraFiles, p.drop.userns)
+		for _, data := range [][]byte{p.drop.passwd, p.drop.group} {
+			f, err := dataPipe(data)
+			if err != nil {
+				return p, err
+			}
+			p.ExtraFiles = append(p.ExtraFiles, f)
+		}
 	}
-	seccompW.Close()
+	full := append(Args(bwrap, cfg, deny, p.drop), cfg.initCommand(InitPath)...)
+	full = append(append(full, init.args()...), "--")
+	p.Argv = append(full, argv...)
+	return p, nil
+}
 
-	init := []string{InitPath}
-	if cfg.InitUsesVerb {
-		init = append(init, InitVerb)
+// dataPipe returns the read end of a pipe holding data: the seccomp program
+// and the /etc files are a few kilobytes, within a pipe's buffer.
+func dataPipe(data []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
-	if !cfg.NoNetwork {
-		init = append(init, "--proxy")
+	defer w.Close()
+	if _, err := w.Write(data); err != nil {
+		r.Close()
+		return nil, err
 	}
-	init = append(init, "--")
-	full := append(Args(bwrap, cfg, deny, 4), init...)
-	full = append(full, argv...)
-	return &Prepared{
-		Argv:       full,
-		Env:        env,
-		ExtraFiles: []*os.File{os.NewFile(uintptr(pair[1]), "sandbox-control"), seccompR},
-		control:    os.NewFile(uintptr(pair[0]), "sandbox-control-runner"),
-	}, nil
+	return r, nil
 }
 
 // Started closes the runner's copies of the descriptors the child got, so
 // that the control socket reports EOF if bwrap dies before the helper speaks.
 func (p *Prepared) Started() {
 	for _, f := range p.ExtraFiles {
+		if p.drop != nil && f == p.drop.userns {
+			continue // released with the drop
+		}
 		f.Close()
 	}
 }
 
+// Close releases what Prepare holds on the host.
+func (p *Prepared) Close() {
+	if p.control != nil {
+		p.control.Close()
+	}
+	p.drop.release()
+}
+
 // Ready is what the helper inside reported.
 type Ready struct {
-	Pid       int            // the agent's pid as the runner sees it
+	Pid       int            // the init's pid as the runner sees it (it forwards signals to the agent)
 	Listeners []net.Listener // the proxy's listening sockets inside the sandbox
 }
 
 // Receive waits for the helper's message. On EOF (bwrap failed before the
 // helper ran) it returns an error; the caller reads bwrap's stderr for why.
+// Once the helper spoke, bubblewrap has set everything up, and the host
+// side of a root caller's drop is released.
 func (p *Prepared) Receive(timeout time.Duration) (*Ready, error) {
-	defer p.control.Close()
 	_ = p.control.SetReadDeadline(time.Now().Add(timeout))
-	raw, err := p.control.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
 	buf := make([]byte, 16)
 	oob := make([]byte, syscall.CmsgSpace(4*4)+syscall.CmsgSpace(syscall.SizeofUcred))
-	var n, oobn int
-	var rerr error
-	err = raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
-		return !errors.Is(rerr, syscall.EAGAIN)
-	})
-	if err == nil {
-		err = rerr
-	}
+	n, oobn, err := p.recv(buf, oob)
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox did not start: %w", err)
 	}
 	if n == 0 {
 		return nil, errors.New("the sandbox did not start: bubblewrap exited before the agent")
 	}
+	p.drop.release()
 	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
 	if err != nil {
 		return nil, err
@@ -150,6 +179,62 @@ func (p *Prepared) Receive(timeout time.Duration) (*Ready, error) {
 		return nil, errors.New("the sandbox helper sent no credentials")
 	}
 	return r, nil
+}
+
+func (p *Prepared) recv(buf, oob []byte) (n, oobn int, err error) {
+	raw, err := p.control.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var rerr error
+	err = raw.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		return !errors.Is(rerr, syscall.EAGAIN)
+	})
+	if err == nil {
+		err = rerr
+	}
+	return n, oobn, err
+}
+
+// ExitStatus is how the agent ended, as its parent inside saw it.
+type ExitStatus struct {
+	Code     int
+	Signaled bool
+	Signal   syscall.Signal
+}
+
+// Status reads the init's report on how the agent ended; call it after
+// bubblewrap exited (the report, sent before the init exited, is then
+// waiting). ok is false when the init sent none (it died first, or the
+// sandbox never ran the agent).
+func (p *Prepared) Status() (ExitStatus, bool) {
+	_ = p.control.SetReadDeadline(time.Now().Add(statusWait))
+	buf := make([]byte, 32)
+	n, _, err := p.recv(buf, nil)
+	if err != nil || n == 0 {
+		return ExitStatus{}, false
+	}
+	return parseStatus(string(buf[:n]))
+}
+
+// statusWait bounds the read of a report that should already be there.
+const statusWait = time.Second
+
+// parseStatus parses "exit N" or "signal N".
+func parseStatus(msg string) (ExitStatus, bool) {
+	kind, num, ok := strings.Cut(msg, " ")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n < 0 || n > 255 {
+		return ExitStatus{}, false
+	}
+	switch kind {
+	case "exit":
+		return ExitStatus{Code: n}, true
+	case "signal":
+		return ExitStatus{Signaled: true, Signal: syscall.Signal(n)}, true
+	}
+	return ExitStatus{}, false
 }
 
 // ProcMountFailed reports whether bubblewrap's error is the /proc mount,

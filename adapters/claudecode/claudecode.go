@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/internal/recent"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/records"
 )
 
@@ -109,7 +109,7 @@ func (a *Adapter) Launch(spec adapters.LaunchSpec) (*adapters.Launch, error) {
 	if spec.NoSubagents {
 		argv = append(argv, "--disallowedTools", "Task", "Agent")
 	}
-	stdin, err := userMessage(spec.Prompt, spec.Images)
+	stdin, err := userMessage(spec.Files(), spec.Prompt, spec.Images)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +125,12 @@ func (a *Adapter) Launch(spec adapters.LaunchSpec) (*adapters.Launch, error) {
 }
 
 // userMessage is the stream-json line that carries the prompt and images.
-func userMessage(prompt string, images []string) ([]byte, error) {
+func userMessage(files safefile.Guard, prompt string, images []string) ([]byte, error) {
 	var content any = prompt
 	if len(images) > 0 {
 		blocks := make([]map[string]any, 0, len(images)+1)
 		for _, p := range images {
-			data, err := os.ReadFile(p)
+			data, err := files.ReadFile(p)
 			if err != nil {
 				return nil, fmt.Errorf("--image %s: %w", p, err)
 			}

@@ -3,7 +3,6 @@ package claudecode
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,53 +27,45 @@ func projectDir(spec adapters.LaunchSpec) string {
 	return filepath.Join(spec.StateDir, "claude", "projects", name)
 }
 
-// SaveSession copies the transcript of session id to file.
+// SaveSession copies the transcript of session id to file. The state
+// directory is the agent's: the transcript is read without following links
+// (it could point at a host file), and written beside file first.
 func (a *Adapter) SaveSession(spec adapters.LaunchSpec, id, file string) (bool, error) {
-	src := filepath.Join(projectDir(spec), id+".jsonl")
-	if _, err := os.Stat(src); err != nil {
-		// Fall back to any project folder, should claude-code name the
-		// folder differently (very long paths are shortened).
-		matches, _ := filepath.Glob(filepath.Join(spec.StateDir, "claude", "projects", "*", id+".jsonl"))
-		if len(matches) == 0 {
-			return false, nil
+	files := spec.Files()
+	candidates := []string{filepath.Join(projectDir(spec), id+".jsonl")}
+	// Should claude-code name the folder differently (very long paths are
+	// shortened), any project folder may hold it.
+	projects := filepath.Join(spec.StateDir, "claude", "projects")
+	if entries, err := os.ReadDir(projects); err == nil {
+		for _, e := range entries {
+			candidates = append(candidates, filepath.Join(projects, e.Name(), id+".jsonl"))
 		}
-		src = matches[0]
 	}
-	if err := copyFile(src, file); err != nil {
-		return false, err
+	for _, src := range candidates {
+		in, err := files.Open(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		defer in.Close()
+		return true, files.WriteFile(file, in, 0o600)
 	}
-	return true, nil
+	return false, nil
 }
 
 // RestoreSession puts a saved transcript where claude-code --resume looks.
 func (a *Adapter) RestoreSession(spec adapters.LaunchSpec, file string) error {
+	files := spec.Files()
 	id := strings.TrimSuffix(filepath.Base(file), ".jsonl")
-	return copyFile(file, filepath.Join(projectDir(spec), id+".jsonl"))
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := files.Open(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no session file %s", file)
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("no session file %s", src)
-		}
 		return err
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return files.WriteFile(filepath.Join(projectDir(spec), id+".jsonl"), in, 0o600)
 }

@@ -66,8 +66,9 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	// inserts it into its scroll area), decided before any --events tee.
 	runtimeStderr := stderrFor(out, stderr)
 	if eventsPath != "" {
-		// Created before anything else, so that a follower finds it.
-		f, err := os.OpenFile(eventsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		// Created before anything else, so that a follower finds it; not
+		// through a link an earlier agent left in the workspace.
+		f, err := runner.FilesFor(o.Cwd).Create(eventsPath, 0o644)
 		if err != nil {
 			ferr = fmt.Errorf("--events %s: %v; pass a writable file path", eventsPath, err)
 		} else {
@@ -82,7 +83,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 		if o.SummaryPath != "" {
 			// Every exit path leaves the summary a Pod's controller reads
 			// (as far as the flags were parsed before the bad one).
-			_ = os.WriteFile(o.SummaryPath, summary.FromEnd(end, agg.Counters()).Encode(), 0o644)
+			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, summary.FromEnd(end, agg.Counters()))
 		}
 		return exitCodes[events.StatusRejected]
 	}
@@ -98,6 +99,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	}
 	o.Prompt = fs.Arg(0)
 	o.Timeout = time.Duration(timeout) * time.Second
+	o.Started = started
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()

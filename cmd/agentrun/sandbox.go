@@ -20,6 +20,8 @@ func sandboxFlags(fs *flag.FlagSet, o *runner.SandboxOptions) {
 	fs.Var((*multi)(&o.AllowHosts), "allow-host", "allow only these hosts, HOST[:PORT], *.suffix, an IP or a CIDR (repeatable)")
 	fs.Var((*multi)(&o.DenyRead), "deny-read", "hide this path from the agent, after the default list (repeatable)")
 	fs.Var((*multi)(&o.AddHosts), "add-host", "resolve NAME to IP in the proxy, NAME=IP (repeatable)")
+	fs.BoolVar(&o.WritableGit, "writable-git", false, "let the agent write the workspace's .git (commit); it is read-only by default")
+	fs.IntVar(&o.MaxProcs, "max-procs", 0, fmt.Sprintf("the agent's process limit, threads included (default %d)", runner.DefaultMaxProcs))
 }
 
 func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
@@ -43,7 +45,7 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	c.Argv = fs.Args()
 	var netEvents io.Writer = stderr
 	if eventsPath != "" {
-		f, err := os.OpenFile(eventsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		f, err := runner.FilesFor(c.Cwd).Create(eventsPath, 0o644)
 		if err != nil {
 			fmt.Fprintf(stderr, "agentrun sandbox: --events: %v\n", err)
 			return runner.ExitSandboxFailed

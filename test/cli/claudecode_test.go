@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // TestClaudeCodeScenarios runs the real claude-code CLI through agentrun run
@@ -138,8 +140,10 @@ func checkStart(t *testing.T, r *result) {
 	if strings.Join(start.Env, ",") != strings.Join(want, ",") {
 		t.Errorf("start.env = %v, want only the names %v", start.Env, want)
 	}
+	home, _ := user.Current()
+	wantDeny := sandbox.DefaultDenyRead(r.home, home.HomeDir)
 	if start.Sandbox != "bubblewrap" || !start.Network.Enforced || start.Network.Mode != "custom" || len(start.Network.Allow) != 2 ||
-		len(start.DenyRead) != 12 || start.DenyRead[len(start.DenyRead)-1] != "/var/run/secrets/kubernetes.io" {
+		strings.Join(start.DenyRead, " ") != strings.Join(wantDeny, " ") {
 		t.Errorf("start sandbox %q network %+v deny_read %v", start.Sandbox, start.Network, start.DenyRead)
 	}
 	line := r.stdout[:bytes.IndexByte(r.stdout, '\n')]

@@ -73,6 +73,7 @@ type result struct {
 	raw            []byte // the --raw file
 	exit           int
 	workdir        string
+	home           string // agentrun's HOME
 }
 
 func (r *result) end() *events.End {
@@ -117,7 +118,8 @@ func runAgentrun(t *testing.T, inv invocation) *result {
 	cmd := exec.CommandContext(ctx, agentrun, args...)
 	// A home of its own: the sandbox's default deny list lives there, and
 	// placeholders for missing entries would otherwise land in the real one.
-	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), inv.env...)
+	home := t.TempDir()
+	cmd.Env = append(append(os.Environ(), "HOME="+home), inv.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -127,7 +129,7 @@ func runAgentrun(t *testing.T, inv invocation) *result {
 		go inv.signal(cmd.Process)
 	}
 	err := cmd.Wait()
-	r := &result{stdout: stdout.Bytes(), stderr: stderr.Bytes(), workdir: work}
+	r := &result{stdout: stdout.Bytes(), stderr: stderr.Bytes(), workdir: work, home: home}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.exit = ee.ExitCode()
 	} else if err != nil {

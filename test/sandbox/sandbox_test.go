@@ -127,6 +127,12 @@ func newWorld(t *testing.T, u as) *world {
 	}
 	for _, d := range []string{w.home, w.ws, w.outside} {
 		chownAll(t, d, u.uid)
+		// Open to others, as most homes are: what hides the credentials
+		// is the deny list, not the mode (a root caller's agent is such
+		// an other user).
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.web = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(rw, "hello from %s", r.Host)

@@ -11,6 +11,8 @@
 //	probe proc PID          open /proc/PID/environ and /proc/PID/mem
 //	probe fds               list open descriptors above 2 (not the Go runtime's own)
 //	probe connect TARGET    send "CONNECT TARGET" to the proxy, print its status line
+//
+// and the verbs of hardening.go.
 package main
 
 import (
@@ -94,8 +96,10 @@ func main() {
 	case "connect":
 		fmt.Println(proxyConnect(arg))
 	default:
-		fmt.Println("unknown verb", os.Args[1])
-		os.Exit(2)
+		if !hardeningVerb(os.Args[1], arg, os.Args[min(3, len(os.Args)):]) {
+			fmt.Println("unknown verb", os.Args[1])
+			os.Exit(2)
+		}
 	}
 }
 

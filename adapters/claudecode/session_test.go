@@ -1,0 +1,118 @@
+package claudecode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
+)
+
+// sessionFixture is a run's state directory after the agent wrote its
+// transcript, a session directory inside the workspace, and a host secret.
+func sessionFixture(t *testing.T) (spec adapters.LaunchSpec, sessions, secret string) {
+	t.Helper()
+	base := t.TempDir()
+	spec = adapters.LaunchSpec{Cwd: filepath.Join(base, "ws"), StateDir: filepath.Join(base, "state")}
+	sessions = filepath.Join(spec.Cwd, ".sessions")
+	secret = filepath.Join(base, "id_rsa")
+	for _, d := range []string{projectDir(spec), sessions} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(secret, []byte("PRIVATE KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return spec, sessions, secret
+}
+
+func TestSaveSessionCopiesTheTranscript(t *testing.T) {
+	spec, sessions, _ := sessionFixture(t)
+	os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("transcript\n"), 0o600)
+	dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
+	a := &Adapter{}
+	if ok, err := a.SaveSession(spec, "abc", dst); !ok || err != nil {
+		t.Fatalf("SaveSession = %v, %v", ok, err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "transcript\n" {
+		t.Errorf("saved %q", b)
+	}
+	// Restored into a new run's state directory.
+	spec2 := spec
+	spec2.StateDir = filepath.Join(filepath.Dir(spec.StateDir), "state2")
+	os.Mkdir(spec2.StateDir, 0o700) // the runner makes it
+	if err := a.RestoreSession(spec2, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(projectDir(spec2), "abc.jsonl")); string(b) != "transcript\n" {
+		t.Errorf("restored %q", b)
+	}
+	if ok, err := a.SaveSession(spec, "missing", dst); ok || err != nil {
+		t.Errorf("no transcript: %v, %v", ok, err)
+	}
+}
+
+// The agent replaces its transcript with a link to a host file, or plants
+// a link where the saved session will be written, or replaces a saved
+// session with a link before a resume: nothing of the host may move.
+func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
+	a := &Adapter{}
+	t.Run("transcript is a link", func(t *testing.T) {
+		spec, sessions, secret := sessionFixture(t)
+		os.Symlink(secret, filepath.Join(projectDir(spec), "abc.jsonl"))
+		dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
+		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrLink) {
+			t.Errorf("SaveSession of a linked transcript: %v", err)
+		}
+		if b, err := os.ReadFile(dst); err == nil && strings.Contains(string(b), "PRIVATE") {
+			t.Errorf("the host secret was copied into the session")
+		}
+	})
+	t.Run("project folder is a link", func(t *testing.T) {
+		spec, sessions, secret := sessionFixture(t)
+		// A host directory holding a file of the transcript's name.
+		hostDir := filepath.Join(filepath.Dir(secret), "host")
+		os.MkdirAll(filepath.Join(hostDir, "p"), 0o700)
+		os.WriteFile(filepath.Join(hostDir, "p", "abc.jsonl"), []byte("PRIVATE KEY"), 0o600)
+		projects := filepath.Dir(projectDir(spec))
+		os.RemoveAll(projects)
+		os.Symlink(hostDir, projects)
+		dst := filepath.Join(sessions, "x.jsonl")
+		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrLink) {
+			t.Errorf("SaveSession through a linked folder: %v", err)
+		}
+		if _, err := os.Stat(dst); err == nil {
+			t.Errorf("a session was saved through a linked folder")
+		}
+	})
+	t.Run("temporary file planted", func(t *testing.T) {
+		spec, sessions, secret := sessionFixture(t)
+		os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("agent text"), 0o600)
+		dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		os.Symlink(secret, dst+".tmp")
+		os.Symlink(secret, dst)
+		if ok, err := a.SaveSession(spec, "abc", dst); !ok || err != nil {
+			t.Fatalf("SaveSession = %v, %v", ok, err)
+		}
+		if b, _ := os.ReadFile(secret); string(b) != "PRIVATE KEY" {
+			t.Errorf("the host file was overwritten with %q", b)
+		}
+	})
+	t.Run("saved session replaced by a link before resume", func(t *testing.T) {
+		spec, sessions, secret := sessionFixture(t)
+		saved := filepath.Join(sessions, "claude-code", "abc.jsonl")
+		os.MkdirAll(filepath.Dir(saved), 0o755)
+		os.Symlink(secret, saved)
+		if err := a.RestoreSession(spec, saved); !errors.Is(err, safefile.ErrLink) {
+			t.Errorf("RestoreSession of a linked session: %v", err)
+		}
+		if b, err := os.ReadFile(filepath.Join(projectDir(spec), "abc.jsonl")); err == nil {
+			t.Errorf("a linked file reached the agent's state: %q", b)
+		}
+	})
+}

@@ -1,0 +1,288 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A root caller's agent must not be the host's root. Inside bubblewrap's
+// user namespace root keeps its real uid 0 (without capabilities), which
+// still owns every root file: /etc/shadow reads as its owner's, and /proc/sys
+// files owned by root are writable (kernel.core_pattern runs a program of
+// its choice as real root on the next crash). So when agentrun runs as
+// root the agent runs as AgentUID inside a user namespace of its own that
+// maps AgentUID to a random, otherwise unused uid outside (the "host uid"),
+// which owns nothing on the host:
+//
+//   - bubblewrap joins that namespace (--userns), where uid 0 is still the
+//     real root, so it can set up the mounts as before (it reads the CLI and
+//     the deny placeholders wherever they are), and keeps CAP_SETUID and
+//     CAP_SETGID for the init, which drops to AgentUID before it starts the
+//     agent (InitOptions.UID);
+//   - the workspace is bound from an idmapped mount that shows its owner's
+//     files as the host uid's, so the agent can write them and what it
+//     creates lands on disk as the workspace owner's, as before;
+//   - the run's state directory (its HOME) is given to the host uid;
+//   - directories on the way to what the agent needs that other users
+//     cannot search (a workspace under /root) are covered by an empty
+//     tmpfs: the agent could not have read anything below them anyway;
+//   - /etc/passwd and /etc/group name the agent, so tools that look their
+//     user up (Node's os.userInfo, git) keep working.
+
+// AgentUID is the agent's uid (and gid) inside the sandbox of a root caller.
+const AgentUID = 1000
+
+// The host uid of a root caller's agent is random in [hostIDBase,
+// hostIDBase+hostIDSpan): far above the ranges distributions hand to users
+// (1000–60000) and to rootless containers (/etc/subuid usually starts at
+// 100000 with 65536 ids per user), so that it owns no file and shares no
+// process with anything on the host, and two runs do not share one.
+const (
+	hostIDBase = 1 << 30
+	hostIDSpan = 1 << 28
+)
+
+// dropped is what a root caller's sandbox holds on the host side.
+type dropped struct {
+	hostUID int
+	userns  *os.File // 0→0 for bubblewrap's set-up, AgentUID→hostUID for the agent
+	hostDir string   // runner-private; the idmapped workspace is attached here
+	ws      string   // hostDir/ws, the bind source of the workspace
+	passwd  []byte
+	group   []byte
+	masks   []string
+}
+
+// needsDrop reports whether the agent would otherwise run as the host's root.
+func needsDrop() bool { return os.Geteuid() == 0 }
+
+// newDropped prepares a root caller's sandbox for cfg. holder starts the
+// init in hold mode (see holdFlag).
+func newDropped(cfg Config, holder []string) (d *dropped, err error) {
+	d = &dropped{hostUID: randomHostID()}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: d.hostUID, Size: 1}}
+	if d.userns, err = newUserNS(holder, ids, ids); err != nil {
+		return d, fmt.Errorf("cannot create the agent's user namespace: %w", err)
+	}
+	if d.hostDir, err = os.MkdirTemp("", "agentrun-host-"); err != nil {
+		return d, err
+	}
+	d.ws = filepath.Join(d.hostDir, "ws")
+	if err := os.Mkdir(d.ws, 0o700); err != nil {
+		return d, err
+	}
+	if err := idmappedBind(cfg.Workspace, d.ws, d.hostUID, holder); err != nil {
+		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
+			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
+	}
+	for _, p := range cfg.Writable {
+		if err := chownTree(p, d.hostUID); err != nil {
+			return d, fmt.Errorf("cannot give %s to the agent's user: %w", p, err)
+		}
+	}
+	if d.passwd, err = withAgentEntry("/etc/passwd", fmt.Sprintf("agent:x:%d:%d:agentrun agent:%s:/bin/sh", AgentUID, AgentUID, cfg.Home), 2); err != nil {
+		return d, err
+	}
+	if d.group, err = withAgentEntry("/etc/group", fmt.Sprintf("agent:x:%d:", AgentUID), 2); err != nil {
+		return d, err
+	}
+	needed := append(append([]string{cfg.Workspace}, cfg.Writable...), cfg.ReadOnly...)
+	d.masks = unsearchableAncestors(needed, d.hostUID, statPath)
+	return d, nil
+}
+
+// release detaches what the host side no longer needs once bubblewrap has
+// set the sandbox up: the sandbox holds its own copy of the workspace mount.
+func (d *dropped) release() {
+	if d == nil {
+		return
+	}
+	if d.ws != "" {
+		_ = unix.Unmount(d.ws, unix.MNT_DETACH)
+	}
+	if d.hostDir != "" {
+		_ = os.RemoveAll(d.hostDir)
+		d.hostDir, d.ws = "", ""
+	}
+	if d.userns != nil {
+		d.userns.Close()
+		d.userns = nil
+	}
+}
+
+func (d *dropped) close() { d.release() }
+
+func randomHostID() int {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hostIDBase + int(binary.LittleEndian.Uint32(b[:])%hostIDSpan)
+}
+
+// newUserNS returns a handle on a new user namespace with these id maps,
+// made by starting holder in it (the runner is multi-threaded and cannot
+// unshare a user namespace itself).
+func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
+	cmd := exec.Command(holder[0], append(holder[1:], holdFlag)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
+		UidMappings: uids, GidMappings: gids, GidMappingsEnableSetgroups: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+}
+
+// idmappedBind attaches at target a copy of the mount tree at src whose
+// files owned by src's owner (uid and gid) show as owned by hostID.
+func idmappedBind(src, target string, hostID int, holder []string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	ns, err := newUserNS(holder,
+		[]syscall.SysProcIDMap{{ContainerID: int(sys.Uid), HostID: hostID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: int(sys.Gid), HostID: hostID, Size: 1}})
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(fd)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("mount_setattr(MOUNT_ATTR_IDMAP): %w", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// chownTree gives a runner-made tree to uid (as its gid too), without
+// following links.
+func chownTree(root string, uid int) error {
+	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// withAgentEntry is the file at path (an /etc/passwd or /etc/group) with the
+// entry for AgentUID (field idField) replaced by entry.
+func withAgentEntry(path, entry string, idField int) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	id := strconv.Itoa(AgentUID)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ":")
+		if len(f) > idField && f[idField] == id || len(f) > 0 && f[0] == "agent" {
+			continue
+		}
+		out.WriteString(sc.Text())
+		out.WriteByte('\n')
+	}
+	out.WriteString(entry)
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// statFunc returns the owner, group and mode of a path.
+type statFunc func(p string) (uid, gid int, mode fs.FileMode, err error)
+
+func statPath(p string) (int, int, fs.FileMode, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	return int(sys.Uid), int(sys.Gid), st.Mode(), nil
+}
+
+// unsearchableAncestors returns, for the paths the agent needs, the
+// outermost directory above each that uid (in no group of the host) cannot
+// search, without repeats or directories inside another. Paths under /tmp
+// need none: the sandbox has its own /tmp, where bubblewrap creates the
+// directories above a bind.
+func unsearchableAncestors(paths []string, uid int, stat statFunc) []string {
+	var out []string
+	for _, p := range paths {
+		if within(p, "/tmp") {
+			continue
+		}
+		for a := filepath.Dir(p); ; a = filepath.Dir(a) {
+			if a == "/" {
+				break
+			}
+			owner, _, mode, err := stat(a)
+			if err == nil && !searchable(owner, mode, uid) {
+				out = outermost(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// searchable reports whether uid, a member of no group that owns anything,
+// may search a directory.
+func searchable(owner int, mode fs.FileMode, uid int) bool {
+	if owner == uid {
+		return mode&0o100 != 0
+	}
+	return mode&0o001 != 0
+}
+
+// outermost adds dir to a list that keeps only the outermost directories.
+func outermost(list []string, dir string) []string {
+	var out []string
+	for _, d := range list {
+		if within(dir, d) {
+			return list // already covered
+		}
+		if !within(d, dir) {
+			out = append(out, d)
+		}
+	}
+	return append(out, dir)
+}
+
+// reachable reports whether the agent could reach p: no directory above it
+// is closed to the host uid. A nil drop (no root caller) reaches all.
+func (d *dropped) reachable(p string) bool {
+	return d == nil || len(unsearchableAncestors([]string{p}, d.hostUID, statPath)) == 0
+}

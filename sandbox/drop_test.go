@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestUnsearchableAncestors(t *testing.T) {
+	const agent = hostIDBase + 1
+	dirs := map[string]struct {
+		uid  int
+		mode fs.FileMode
+	}{
+		"/root":       {0, 0o700},
+		"/root/src":   {0, 0o755},
+		"/home":       {0, 0o755},
+		"/home/alice": {1000, 0o750},
+		"/srv":        {0, 0o755},
+		"/srv/mine":   {agent, 0o700},
+		"/opt":        {0, 0o711},
+	}
+	stat := func(p string) (int, int, fs.FileMode, error) {
+		d, ok := dirs[p]
+		if !ok {
+			return 0, 0, 0, fs.ErrNotExist
+		}
+		return d.uid, d.uid, fs.ModeDir | d.mode, nil
+	}
+	tests := []struct {
+		name  string
+		paths []string
+		want  []string
+	}{
+		{"searchable all the way", []string{"/srv/ws", "/opt/cli/bin"}, nil},
+		{"root's home", []string{"/root/src/ws"}, []string{"/root"}},
+		{"another user's home", []string{"/home/alice/proj"}, []string{"/home/alice"}},
+		{"owned by the agent", []string{"/srv/mine/ws"}, nil},
+		{"under /tmp the sandbox makes its own", []string{"/tmp/x/y"}, nil},
+		{"one mask for two paths", []string{"/root/src/ws", "/root/.local/cli"}, []string{"/root"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := unsearchableAncestors(tt.paths, agent, stat)
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := outermost([]string{"/a/b", "/c"}, "/a"); strings.Join(got, " ") != "/c /a" {
+		t.Errorf("outermost replaces inner directories: %v", got)
+	}
+}
+
+func TestWithAgentEntry(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "passwd")
+	os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\nagent:x:5:5::/:/bin/sh\n"), 0o644)
+	got, err := withAgentEntry(p, "agent:x:1000:1000:agentrun agent:/h:/bin/sh", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000:agentrun agent:/h:/bin/sh\n"
+	if string(got) != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, _ := withAgentEntry(filepath.Join(t.TempDir(), "missing"), "agent:x:1000:", 2); string(got) != "agent:x:1000:\n" {
+		t.Errorf("a missing file gives only the entry: %q", got)
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want ExitStatus
+		ok   bool
+	}{
+		{"exit 0", ExitStatus{}, true},
+		{"exit 3", ExitStatus{Code: 3}, true},
+		{"signal 9", ExitStatus{Signaled: true, Signal: syscall.SIGKILL}, true},
+		{"exit -1", ExitStatus{}, false},
+		{"exit 300", ExitStatus{}, false},
+		{"signal", ExitStatus{}, false},
+		{"ready", ExitStatus{}, false},
+		{"boom 1", ExitStatus{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseStatus(tt.msg)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseStatus(%q) = %+v %v", tt.msg, got, ok)
+		}
+	}
+}
+
+func TestInitArgs(t *testing.T) {
+	o := InitOptions{Proxy: true, UID: AgentUID, GID: AgentUID, Dir: "/ws", MaxProcs: 64}
+	if got := strings.Join(o.args(), " "); got != "--proxy --uid 1000 --gid 1000 --chdir /ws --max-procs 64" {
+		t.Errorf("args = %q", got)
+	}
+	if got := (InitOptions{UID: -1, GID: -1}).args(); len(got) != 0 {
+		t.Errorf("no drop, no flags: %v", got)
+	}
+}

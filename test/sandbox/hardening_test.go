@@ -1,0 +1,309 @@
+package sandbox
+
+// The second round of attacks (issue 10 of the security review): a root
+// caller's agent must not be the host's root, kernel knobs stay read-only,
+// the caller's keyring, foreign socket families and nested user namespaces
+// are out of reach, a fork bomb stops at the agent's limit, the workspace
+// cannot be the machine or a home, deny entries cannot sit where the agent
+// could move them, the repository's .git is read-only, and no file the
+// runner writes follows a link an agent planted.
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runRaw is `agentrun sandbox FLAGS -- CMD...` as w.u, in w.ws unless the
+// flags say otherwise; unlike run it accepts a sandbox that refused to
+// start (exit 125) and returns stdout, stderr and the exit code.
+func (w *world) runRaw(t *testing.T, flags []string, cmd ...string) (string, string, int) {
+	t.Helper()
+	args := append(append([]string{}, w.u.prefix...), agentrun, "sandbox", "--cwd", w.ws)
+	args = append(append(append(args, flags...), "--"), cmd...)
+	c := exec.Command(args[0], args[1:]...)
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(stdout.String()), stderr.String(), code
+}
+
+func TestAgentIsNotTheHostRoot(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		// A root-owned private file outside every deny list.
+		private := filepath.Join(w.outside, "root-only")
+		if err := os.WriteFile(private, []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(private, 0, 0)
+		for _, p := range []string{"/etc/shadow", private} {
+			if o := w.run(t, nil, nil, probe, "read", p); !strings.HasPrefix(o.stdout, "denied:") {
+				t.Errorf("read %s: %q", p, o.stdout)
+			}
+		}
+		// The agent's uid as the host sees it: a process of the sandbox,
+		// found on the host by its unique arguments.
+		outside := agentHostUID(t, w)
+		if outside == 0 {
+			t.Errorf("the agent runs as the host's root")
+		}
+		if w.u.uid != 0 && outside != w.u.uid {
+			t.Errorf("an unprivileged caller's agent keeps the caller's uid %d, got %d", w.u.uid, outside)
+		}
+		// What the agent writes in the workspace belongs to the
+		// workspace's owner on the host, as before.
+		if o := w.run(t, nil, nil, probe, "write", filepath.Join(w.ws, "made-inside")); o.stdout != "ok" {
+			t.Fatalf("write in the workspace: %q", o.stdout)
+		}
+		st, err := os.Stat(filepath.Join(w.ws, "made-inside"))
+		if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != w.u.uid {
+			t.Errorf("a file the agent made is not the workspace owner's: %v %v", st, err)
+		}
+	})
+}
+
+// agentHostUID starts a sleeping agent and reads its real uid from the
+// host's /proc.
+func agentHostUID(t *testing.T, w *world) int {
+	t.Helper()
+	marker := fmt.Sprintf("%d.%d", 3, time.Now().UnixNano()%1000000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(t, nil, nil, "sleep", marker)
+	}()
+	defer func() { <-done }()
+	for i := 0; i < 200; i++ {
+		pids, _ := filepath.Glob("/proc/[0-9]*")
+		for _, p := range pids {
+			cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+			if string(cmd) != "sleep\x00"+marker+"\x00" {
+				continue
+			}
+			status, _ := os.ReadFile(filepath.Join(p, "status"))
+			for _, l := range strings.Split(string(status), "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+					uid, _ := strconv.Atoi(f[1])
+					return uid
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the agent's process was not found on the host")
+	return -1
+}
+
+func TestKernelKnobsReadOnly(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		for _, proc := range []string{"fresh", "host"} {
+			env := []string{"AGENTRUN_SANDBOX_PROC=" + proc}
+			for _, p := range []string{"/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/vm/overcommit_memory",
+				"/proc/sysrq-trigger", "/proc/sys/fs/protected_symlinks"} {
+				if o := w.run(t, nil, env, probe, "writable", p); !strings.HasPrefix(o.stdout, "denied:") {
+					t.Errorf("/proc %s: %s is writable inside: %q", proc, p, o.stdout)
+				}
+			}
+			// The attack itself, writing the current value back: harmless
+			// if it went through, which the check below would catch.
+			before, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+			o := w.run(t, nil, env, "sh", "-c", "cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern && echo WROTE")
+			if strings.Contains(o.stdout, "WROTE") {
+				t.Errorf("/proc %s: kernel.core_pattern was written from inside", proc)
+			}
+			if after, _ := os.ReadFile("/proc/sys/kernel/core_pattern"); !bytes.Equal(before, after) {
+				t.Fatalf("kernel.core_pattern changed: %q -> %q", before, after)
+			}
+		}
+	})
+}
+
+func TestSessionKeyringUnreachable(t *testing.T) {
+	for _, u := range users {
+		t.Run(u.name, func(t *testing.T) {
+			w := newWorld(t, u)
+			// The caller's session keyring, with a key in it, is inherited
+			// by everything it starts: the test joins a keyring of its own
+			// on this thread and starts agentrun from it.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if _, err := unix.KeyctlJoinSessionKeyring("agentrun-test"); err != nil {
+				t.Fatalf("join a session keyring: %v", err)
+			}
+			id, err := unix.AddKey("user", "agentrun-test-token", []byte(secret), unix.KEY_SPEC_SESSION_KEYRING)
+			if err != nil {
+				t.Fatalf("add_key: %v", err)
+			}
+			// Readable by anyone who possesses it, as a login token is.
+			if err := unix.KeyctlSetperm(id, 0x3f3f3f3f); err != nil {
+				t.Fatalf("setperm: %v", err)
+			}
+			o := w.run(t, nil, nil, probe, "keyring", hex.EncodeToString([]byte(secret)))
+			if !strings.HasPrefix(o.stdout, "denied:") || strings.Contains(o.stdout, "found") {
+				t.Errorf("the caller's session keyring is readable inside: %q", o.stdout)
+			}
+		})
+	}
+}
+
+func TestOnlyInternetAndRouteNetlinkSockets(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		tests := []struct {
+			name    string
+			args    []string
+			allowed bool
+		}{
+			{"inet", []string{strconv.Itoa(unix.AF_INET)}, true},
+			{"inet6", []string{strconv.Itoa(unix.AF_INET6)}, true},
+			{"netlink route", []string{strconv.Itoa(unix.AF_NETLINK), strconv.Itoa(unix.NETLINK_ROUTE)}, true},
+			{"netlink uevent", []string{strconv.Itoa(unix.AF_NETLINK), strconv.Itoa(unix.NETLINK_KOBJECT_UEVENT)}, false},
+			{"netlink audit", []string{strconv.Itoa(unix.AF_NETLINK), strconv.Itoa(unix.NETLINK_AUDIT)}, false},
+			{"vsock", []string{strconv.Itoa(unix.AF_VSOCK)}, false},
+			{"alg", []string{strconv.Itoa(unix.AF_ALG)}, false},
+			{"packet", []string{strconv.Itoa(unix.AF_PACKET)}, false},
+			{"unix", []string{strconv.Itoa(unix.AF_UNIX)}, false},
+		}
+		for _, tt := range tests {
+			o := w.run(t, nil, nil, append([]string{probe, "socket"}, tt.args...)...)
+			if got := o.stdout == "ok"; got != tt.allowed {
+				t.Errorf("socket %s: %q, allowed %v", tt.name, o.stdout, tt.allowed)
+			}
+		}
+	})
+}
+
+func TestNoNestedUserNamespaces(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		for _, cmd := range [][]string{{"unshare", "-r", "true"}, {"unshare", "-rn", "true"}, {"unshare", "--user", "true"}} {
+			o := w.run(t, nil, nil, append([]string{"sh", "-c", `"$@" && echo NESTED`, "sh"}, cmd...)...)
+			if strings.Contains(o.stdout, "NESTED") || o.exit == 0 {
+				t.Errorf("%v inside the sandbox made a user namespace: exit %d %q", cmd, o.exit, o.stdout)
+			}
+		}
+	})
+}
+
+func TestProcessLimitStopsAForkBomb(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		const limit = 48
+		o := w.run(t, []string{"--max-procs", strconv.Itoa(limit)}, nil, probe, "forks", "500")
+		var started int
+		if _, err := fmt.Sscanf(o.stdout, "denied: %d started", &started); err != nil || started >= limit {
+			t.Errorf("the process limit %d did not hold: %q", limit, o.stdout)
+		}
+		o = w.run(t, nil, nil, "sh", "-c", "grep -E '^Max (core file size|processes) ' /proc/self/limits")
+		for _, want := range []string{"Max core file size        0                    0", "Max processes             4096                 4096"} {
+			if !strings.Contains(o.stdout, want) {
+				t.Errorf("core dumps off and the default process limit: %q lacks %q", o.stdout, want)
+			}
+		}
+	})
+}
+
+func TestWorkspaceCannotBeTheMachineOrAHome(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		for _, cwd := range []string{"/", w.home, filepath.Dir(w.home)} {
+			_, stderr, code := w.runRaw(t, []string{"--cwd", cwd}, "true")
+			if code != 125 || !strings.Contains(stderr, "pass --cwd with a project directory") {
+				t.Errorf("--cwd %s: exit %d, %s", cwd, code, stderr)
+			}
+		}
+	})
+}
+
+func TestDenyEntryInsideTheWorkspaceIsRefused(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		inside := filepath.Join(w.ws, "secrets", "key")
+		_, stderr, code := w.runRaw(t, []string{"--deny-read", inside}, "true")
+		if code != 125 || !strings.Contains(stderr, "inside the working directory") {
+			t.Errorf("--deny-read inside the workspace: exit %d, %s", code, stderr)
+		}
+	})
+}
+
+func TestRepositoryGitDirIsReadOnly(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		git := exec.Command("git", "init", "-q", w.ws)
+		if out, err := git.CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+		chownAll(t, w.ws, w.u.uid)
+		attacks := map[string]string{
+			"hook":      "echo evil > .git/hooks/post-checkout",
+			"config":    "git config core.fsmonitor 'echo PWNED'",
+			"commondir": "echo ../evil > .git/commondir",
+			"replace":   "mv .git .git-old && mkdir .git",
+		}
+		for name, cmd := range attacks {
+			o := w.run(t, nil, nil, "sh", "-c", cmd+" && echo DONE")
+			if strings.Contains(o.stdout, "DONE") {
+				t.Errorf("%s: the agent changed the repository's .git: %q", name, o.stdout)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(w.ws, ".git", "commondir")); err == nil {
+			t.Errorf(".git/commondir appeared on the host")
+		}
+		if o := w.run(t, nil, nil, "sh", "-c", "git status --short >/dev/null && echo ok > tracked.txt && cat tracked.txt"); o.stdout != "ok" {
+			t.Errorf("the rest of the workspace stays writable and git readable: %q", o.stdout)
+		}
+		if o := w.run(t, []string{"--writable-git"}, nil, "sh", "-c", "echo x > .git/description && echo DONE"); o.stdout != "DONE" {
+			t.Errorf("--writable-git: %q", o.stdout)
+		}
+	})
+}
+
+func TestEventsFileDoesNotFollowAPlantedLink(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		victim := filepath.Join(w.outside, "victim")
+		if err := os.WriteFile(victim, []byte("host content"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		planted := filepath.Join(w.ws, "events.jsonl")
+		if err := os.Symlink(victim, planted); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := w.runRaw(t, []string{"--events", planted}, "true")
+		if code != 125 || !strings.Contains(stderr, "symbolic link") {
+			t.Errorf("--events through a planted link: exit %d, %s", code, stderr)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "host content" {
+			t.Errorf("the host file was overwritten: %q", b)
+		}
+	})
+}
+
+func TestRootCallerWorkspaceUnderAClosedDirectory(t *testing.T) {
+	w := newWorld(t, users[0])
+	closed, err := os.MkdirTemp("/var/tmp", "agentrun-closed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(closed)
+	os.Chmod(closed, 0o700) // as /root is
+	ws := filepath.Join(closed, "project")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(closed, "sibling-secret"), []byte(secret), 0o644)
+	stdout, stderr, code := w.runRaw(t, []string{"--cwd", ws}, "sh", "-c",
+		fmt.Sprintf("pwd; echo hi > made; cat made; ls %s", closed))
+	if code != 0 || !strings.HasPrefix(stdout, ws+"\nhi\nproject") || strings.Contains(stdout, "sibling-secret") {
+		t.Errorf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+}
