@@ -368,6 +368,10 @@ func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
 		"--summary", corev1.TerminationMessagePathDefault,
 		"--raw", RawFile,
 		"--cwd", WorkspaceDir,
+		// The workspace's .git stays writable in a Pod: no git on a host
+		// runs in it afterwards (the reason .git is read-only by default on
+		// a machine), and agents commit there.
+		"--writable-git",
 		"--timeout", strconv.FormatInt(int64(timeoutOf(spec)/time.Second), 10),
 	}
 	if spec.Model != "" {

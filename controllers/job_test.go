@@ -35,7 +35,7 @@ func newRun(name string, edit func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
 
 // fixed are the arguments every run starts with.
 var fixed = []string{"run", "--runtime", "claude-code", "--format", "jsonl", "--events", "/agentrun/events.jsonl",
-	"--summary", "/dev/termination-log", "--raw", "/agentrun/raw.jsonl", "--cwd", "/workspace"}
+	"--summary", "/dev/termination-log", "--raw", "/agentrun/raw.jsonl", "--cwd", "/workspace", "--writable-git"}
 
 func TestAgentArgs(t *testing.T) {
 	tests := []struct {
