@@ -169,11 +169,13 @@ func TestCodexInterruptAndTimeout(t *testing.T) {
 			t.Errorf("types %s", got)
 		}
 		// The slow reply was streaming when codex stopped: the mock saw
-		// the client go away (on a loaded machine codex may not have asked
-		// yet; it never got an answer either way).
-		l := r.srv.Ledger()
-		if len(l) > 1 || (len(l) == 1 && !l[0].Aborted) {
-			t.Errorf("ledger %+v", l)
+		// the client go away. On a loaded machine codex may not have asked
+		// yet, or may have dropped a stream and asked again (its retry of a
+		// broken stream); it never got an answer either way.
+		for _, c := range r.srv.Ledger() {
+			if !c.Aborted || c.Scenario != "slow" || c.Step != 0 {
+				t.Errorf("a call was answered: %+v", c)
+			}
 		}
 	})
 }
