@@ -14,8 +14,8 @@ import (
 // DefaultMaxConns is the cap on a run's client connections. A CLI uses a
 // handful at once (model calls, tool fetches); 256 leaves ample room for
 // that, while 256 tunnels (two descriptors each, client and upstream) stay
-// within half of the common 1024-descriptor limit, so the runner keeps
-// descriptors for its own files and its model calls.
+// within half of the descriptor limit common in containers (1024), leaving
+// the runner room for its own files.
 const DefaultMaxConns = 256
 
 // DefaultIdleTimeout closes a kept-alive client connection that carried no

@@ -74,6 +74,16 @@ func tunnelTo(t *testing.T, proxyAddr, target string) (net.Conn, *bufio.Reader) 
 	return c, br
 }
 
+// waitCount waits for the proxy to count n client connections.
+func waitCount(t *testing.T, s *Server, n int) {
+	t.Helper()
+	for end := time.Now().Add(2 * time.Second); s.conns.count() != n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d connections counted, want %d", s.conns.count(), n)
+		}
+	}
+}
+
 func get(t *testing.T, proxyAddr string, port int) *http.Response {
 	t.Helper()
 	resp, _ := roundTrip(t, proxyAddr, fmt.Sprintf("GET http://limit.test:%d/x HTTP/1.1\r\nHost: limit.test\r\nConnection: close\r\n\r\n", port))
@@ -81,6 +91,7 @@ func get(t *testing.T, proxyAddr string, port int) *http.Response {
 }
 
 func TestCapClosesTheQuietestConnectionForANewcomer(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
 	const max = 4
 	_, port := backend(t)
 	tests := []struct {
@@ -140,6 +151,7 @@ func TestCapDoesNotCloseAFreshConnection(t *testing.T) {
 }
 
 func TestCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
 	const max = 2
 	_, port := backend(t)
 	s := &Server{MaxConns: max}
@@ -149,6 +161,7 @@ func TestCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
 	if resp, _ := roundTrip(t, addr, "GET http://other.example.com/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); resp.StatusCode != 403 {
 		t.Fatalf("a host not on the list: %d", resp.StatusCode)
 	}
+	waitCount(t, s, 0) // that connection's end frees its slot
 	target := fmt.Sprintf("limit.test:%d", port)
 	first, _ := tunnelTo(t, addr, target)
 	tunnelTo(t, addr, target)
@@ -178,16 +191,14 @@ func TestCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
 	}
 	// A tunnel's end frees its slot.
 	first.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for s.conns.count() >= max && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCount(t, s, max-1)
 	if resp := get(t, addr, port); resp.StatusCode != 200 {
 		t.Errorf("after a tunnel closed: %d, want 200", resp.StatusCode)
 	}
 }
 
 func TestConnectionsOverTheCapAreClosedPromptly(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
 	const max = 1
 	_, port := backend(t)
 	s := &Server{MaxConns: max}
@@ -264,6 +275,7 @@ func echoServer(t *testing.T, stream time.Duration, tick time.Duration) int {
 }
 
 func TestTunnelIdleTimeout(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
 	const idle = 300 * time.Millisecond
 	const tick = 50 * time.Millisecond
 	const busyFor = 4 * idle
@@ -354,6 +366,7 @@ func TestTunnelPassesHalfCloseOn(t *testing.T) {
 }
 
 func TestForwardedRequestToAQuietUpstreamEnds(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
 	const idle = 300 * time.Millisecond
 	tests := []struct {
 		name   string
@@ -400,5 +413,24 @@ func TestForwardedRequestToAQuietUpstreamEnds(t *testing.T) {
 				t.Errorf("got %d %q, want %d %q", resp.StatusCode, body, tt.status, tt.body)
 			}
 		})
+	}
+}
+
+func TestNoEventAfterClose(t *testing.T) {
+	t.Parallel() // mostly waiting out the proxy's timers
+	_, port := backend(t)
+	s := &Server{MaxConns: 1}
+	addr, accesses := limitedProxy(t, s, port)
+	tunnelTo(t, addr, fmt.Sprintf("limit.test:%d", port))
+	// Over the cap, its head not sent yet when the proxy closes.
+	c := silent(t, addr)
+	time.Sleep(100 * time.Millisecond)
+	s.Close()
+	fmt.Fprintf(c, "CONNECT late.example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	closedWithin(c, refuseDeadline+time.Second)
+	for _, a := range accesses() {
+		if a.Host == "late.example.com" {
+			t.Errorf("reported after Close: %+v", a)
+		}
 	}
 }

@@ -33,8 +33,9 @@ type Access struct {
 type Server struct {
 	Policy   *Policy
 	Resolver Resolver
-	// OnAccess receives each new (host, port, allowed) once. It is called
-	// from the connection's goroutine.
+	// OnAccess receives each new (host, port, allowed, reason) once. Calls
+	// come one at a time, and none after Close returned: the run's events
+	// end there.
 	OnAccess func(Access)
 	// DialTimeout bounds each dial; 0 means 30 s.
 	DialTimeout time.Duration
@@ -54,8 +55,9 @@ type Server struct {
 	srv       *http.Server
 	conns     *tracker
 	refusing  chan struct{} // a slot per connection being refused
-	mu        sync.Mutex
+	mu        sync.Mutex    // serialises OnAccess calls
 	seen      map[Access]bool
+	closed    bool
 }
 
 type dialKey struct{}
@@ -120,6 +122,9 @@ func (s *Server) Serve(l net.Listener) error {
 // Close stops serving and closes open connections, tunnels included.
 func (s *Server) Close() error {
 	s.init()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	err := s.srv.Close()
 	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
@@ -128,10 +133,12 @@ func (s *Server) Close() error {
 
 func (s *Server) report(a Access) {
 	s.mu.Lock()
-	dup := s.seen[a]
+	defer s.mu.Unlock()
+	if s.closed || s.seen[a] {
+		return
+	}
 	s.seen[a] = true
-	s.mu.Unlock()
-	if !dup && s.OnAccess != nil {
+	if s.OnAccess != nil {
 		s.OnAccess(a)
 	}
 }
