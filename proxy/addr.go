@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // nonPublic lists the ranges the proxy never dials unless an allow entry
@@ -18,6 +21,7 @@ var nonPublic = func() []netip.Prefix {
 		"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 		"::/128", "::1/128", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 		"100::/64", "2001:db8::/32", "2001::/32", // discard, documentation, Teredo (hides an IPv4 address)
+		"64:ff9b:1::/48", // local-use NAT64 (RFC 8215): the IPv4 address sits where the operator chose
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
@@ -25,9 +29,9 @@ var nonPublic = func() []netip.Prefix {
 }()
 
 // embeddedIPv4 returns the IPv4 address an IPv6 address carries in the
-// forms a client could use to reach an IPv4 host: IPv4-mapped and
-// IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96 and 64:ff9b:1::/48) and
-// 6to4 (2002::/16).
+// forms a client could use to reach an IPv4 host: IPv4-mapped
+// (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d, SIIT),
+// IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
 func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	if !a.Is6() {
 		return netip.Addr{}, false
@@ -40,6 +44,8 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	switch {
 	case isZero(b[:12]):
 		return v4(12), true // IPv4-compatible, deprecated but still routed by some stacks
+	case isZero(b[:8]) && b[8] == 0xff && b[9] == 0xff && isZero(b[10:12]):
+		return v4(12), true // IPv4-translated: a SIIT translator turns it into the IPv4 address
 	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b:
 		return v4(12), true
 	case b[0] == 0x20 && b[1] == 0x02:
@@ -62,6 +68,9 @@ func isZero(b []byte) bool {
 // addresses, which are refused too.
 func isPrivate(a netip.Addr, self []netip.Addr) bool {
 	a = a.WithZone("")
+	if containsAny(a) {
+		return true
+	}
 	if v4, ok := embeddedIPv4(a); ok {
 		// "::" and "::1" land in 0.0.0.0/8 this way, and are private too.
 		return isPrivate(v4, self)
@@ -137,4 +146,52 @@ func parseInetAton(s string) (netip.Addr, bool) {
 	}
 	n |= vals[last]
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}
+
+// selfMaxAge is how long the host's own addresses are trusted before they
+// are read again: a Pod or laptop can gain an address while a run lasts,
+// and re-reading them (one netlink dump) every few seconds costs nothing
+// next to a connection.
+const selfMaxAge = 5 * time.Second
+
+// hostAddrs keeps the host's own addresses, read again when older than
+// maxAge.
+type hostAddrs struct {
+	read   func() ([]net.Addr, error) // net.InterfaceAddrs outside tests
+	now    func() time.Time
+	maxAge time.Duration
+
+	mu    sync.Mutex
+	at    time.Time
+	addrs []netip.Addr
+}
+
+func newHostAddrs() *hostAddrs {
+	return &hostAddrs{read: net.InterfaceAddrs, now: time.Now, maxAge: selfMaxAge}
+}
+
+// get returns the current addresses. A failed read keeps the previous
+// ones: losing them would let the host's own addresses through.
+func (h *hostAddrs) get() []netip.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	if !h.at.IsZero() && now.Sub(h.at) < h.maxAge {
+		return h.addrs
+	}
+	addrs, err := h.read()
+	if err != nil {
+		return h.addrs
+	}
+	// A new slice: callers may still hold the previous one.
+	var out []netip.Addr
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	h.at, h.addrs = now, out
+	return out
 }

@@ -3,11 +3,27 @@
 // refusal of private addresses unless an allow entry names them. It resolves
 // names itself and dials exactly the addresses it checked, so the sandbox
 // needs no DNS and a DNS answer cannot be swapped between check and dial.
+//
+// A request that names no valid destination (an empty label, a character
+// outside letters, digits, hyphen and underscore, a name longer than DNS
+// allows) is answered 400 and reported nowhere. A name that passes the
+// policy but has no address is refused as unresolvable (502).
+//
+// The proxy holds at most Server.MaxConns client connections for a run, so
+// a flood of idle connections cannot take the runner's descriptors: at the
+// cap the connection quiet for longest is closed (clients reopen an idle
+// keep-alive cheaply), and only when every connection is busy is the
+// newcomer refused with 503 and a connection_limit event.
+//
+// A limit of name-based filtering: a CONNECT tunnel is opaque, so a client
+// that tunnels to an allowed name can send TLS SNI and a Host header for
+// another name served from the same address (domain fronting on a shared
+// CDN). The proxy sees only the name in the CONNECT line and cannot stop
+// that; allow-list only names whose addresses you trust as a whole.
 package proxy
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -28,11 +44,13 @@ type Rule struct {
 	Name   string       // exact host name, lower case, no trailing dot
 	Suffix string       // for "*.example.com": ".example.com" (subdomains only)
 	Prefix netip.Prefix // an IP literal (as /32 or /128) or a CIDR
-	Port   int          // 0: the default ports 80 and 443
+	Port   int          // 0: the default ports 80 and 443 (names only)
 }
 
 // ParseRule parses HOST[:PORT], where HOST is a name, "*.suffix", an IP
-// address (IPv6 in brackets when a port follows) or a CIDR.
+// address (IPv6 in brackets) or a CIDR. An address or CIDR needs the port:
+// it lifts the private-address refusal, and that should open exactly one
+// service, not every port of an internal host.
 func ParseRule(s string) (Rule, error) {
 	r := Rule{Raw: s}
 	host, port := s, ""
@@ -66,20 +84,61 @@ func ParseRule(s string) (Rule, error) {
 		}
 		r.Prefix = pfx.Masked()
 	case strings.HasPrefix(host, "*."):
-		if len(host) < 3 || strings.ContainsAny(host[2:], "*") {
+		if strings.Contains(host[2:], "*") {
 			return r, fmt.Errorf("--allow-host %q: a wildcard is only allowed as the first label, as in *.example.com", s)
+		}
+		if !validName(host[2:]) {
+			return r, fmt.Errorf("--allow-host %q: not a host name", s)
 		}
 		r.Suffix = host[1:]
 	default:
 		if a, err := netip.ParseAddr(host); err == nil {
 			r.Prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
-		} else if strings.ContainsAny(host, "*/ @") {
+		} else if _, ok := parseIPLiteral(host); ok {
+			return r, fmt.Errorf("--allow-host %q: write the address as a.b.c.d", s)
+		} else if !validName(host) {
 			return r, fmt.Errorf("--allow-host %q: not a host name", s)
 		} else {
 			r.Name = host
 		}
 	}
+	if r.Prefix.IsValid() && r.Port == 0 {
+		ex := "10.0.0.5:8080"
+		if r.Prefix.Addr().Is6() {
+			ex = "[fd00::5]:8080"
+		}
+		return r, fmt.Errorf("--allow-host %q: an address or CIDR needs a port, as in %s: it lifts the private-address refusal for exactly that address and port", s, ex)
+	}
 	return r, nil
+}
+
+// DNS's own limits (RFC 1035): no longer name or label can be resolved.
+const (
+	maxNameLen  = 253
+	maxLabelLen = 63
+)
+
+// validName reports whether host (lower case, no trailing dot) is a name a
+// resolver accepts: labels of 1 to 63 letters, digits, hyphens and
+// underscores, not starting or ending with a hyphen (Go's resolver refuses
+// those too), 253 bytes at most. Anything else in a request is malformed,
+// and matching it against "*.example.com" would let "evil.com;.example.com"
+// through.
+func validName(host string) bool {
+	if host == "" || len(host) > maxNameLen {
+		return false
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > maxLabelLen || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (r Rule) portOK(port int) bool {
@@ -90,9 +149,9 @@ func (r Rule) portOK(port int) bool {
 }
 
 // matchesName reports whether a name rule covers host:port. Name rules never
-// match IP literals.
+// match IP literals nor malformed names.
 func (r Rule) matchesName(host string, port int) bool {
-	if !r.portOK(port) {
+	if !r.portOK(port) || !validName(host) {
 		return false
 	}
 	switch {
@@ -113,8 +172,10 @@ func (r Rule) matchesAddr(a netip.Addr, port int) bool {
 type Policy struct {
 	Mode  string
 	Rules []Rule
-	// Self are the host's own addresses, refused like private ones.
-	Self []netip.Addr
+	// Self returns the host's own addresses, refused like private ones.
+	// NewPolicy reads them from the interfaces, again when older than a few
+	// seconds; nil means none.
+	Self func() []netip.Addr
 }
 
 // NewPolicy builds a policy from --network and --allow-host values. Any
@@ -136,7 +197,7 @@ func NewPolicy(mode string, allow []string) (*Policy, error) {
 	if mode == ModeCustom && len(allow) == 0 {
 		return nil, fmt.Errorf("--network custom needs at least one --allow-host HOST[:PORT]")
 	}
-	p := &Policy{Mode: mode, Self: hostAddrs()}
+	p := &Policy{Mode: mode, Self: newHostAddrs().get}
 	for _, a := range allow {
 		r, err := ParseRule(a)
 		if err != nil {
@@ -147,24 +208,24 @@ func NewPolicy(mode string, allow []string) (*Policy, error) {
 	return p, nil
 }
 
-func hostAddrs() []netip.Addr {
-	addrs, _ := net.InterfaceAddrs()
-	var out []netip.Addr
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
-				out = append(out, ip.Unmap())
-			}
-		}
-	}
-	return out
-}
+// Refusal reasons beyond the policy's own (events.ReasonNotAllowed and
+// events.ReasonPrivateAddress), reported in Access.Reason.
+const (
+	// ReasonUnresolvable: the name passed the policy but has no address;
+	// nothing was dialed (502).
+	ReasonUnresolvable = "unresolvable"
+	// ReasonConnectionLimit: the run's connection cap was reached and every
+	// connection was busy (503).
+	ReasonConnectionLimit = "connection_limit"
+)
 
 // Decision is the verdict on one destination.
 type Decision struct {
 	Allowed bool
-	Reason  string       // events.ReasonNotAllowed or events.ReasonPrivateAddress when refused
-	Addrs   []netip.Addr // the addresses to dial, in order, when allowed
+	// Reason when refused: events.ReasonNotAllowed,
+	// events.ReasonPrivateAddress or ReasonUnresolvable.
+	Reason string
+	Addrs  []netip.Addr // the addresses to dial, in order, when allowed
 }
 
 // Resolver finds the addresses of a name.
@@ -173,12 +234,14 @@ type Resolver interface {
 }
 
 // Decide checks host:port. host is lower-cased, without brackets or a
-// trailing dot.
+// trailing dot; an IP literal in any spelling or a valid name (anything
+// else is refused as not allowed).
 func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 	deny := func(reason string) Decision { return Decision{Reason: reason} }
 	if p.Mode == ModeNone || port < 1 || port > 65535 {
 		return deny(events.ReasonNotAllowed)
 	}
+	self := p.self()
 	if ip, ok := parseIPLiteral(host); ok {
 		ip = ip.Unmap()
 		explicit := p.explicitAddr(ip, port)
@@ -187,24 +250,22 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 			return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
 		case p.Mode == ModeCustom:
 			return deny(events.ReasonNotAllowed)
-		case isPrivate(ip, p.Self):
+		case isPrivate(ip, self):
 			return deny(events.ReasonPrivateAddress)
 		}
 		return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
 	}
-	if p.Mode == ModeCustom && !p.nameAllowed(host, port) {
+	if !validName(host) || p.Mode == ModeCustom && !p.nameAllowed(host, port) {
 		return deny(events.ReasonNotAllowed)
 	}
 	addrs, err := res.Lookup(host)
 	if err != nil || len(addrs) == 0 {
-		// Nothing to dial: the client gets 502 from the caller. Reported as
-		// allowed: the policy did not refuse it.
-		return Decision{Allowed: true}
+		return deny(ReasonUnresolvable)
 	}
 	var ok []netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		if !isPrivate(a, p.Self) || p.explicitAddr(a, port) {
+		if !isPrivate(a, self) || p.explicitAddr(a, port) {
 			ok = append(ok, a)
 		}
 	}
@@ -212,6 +273,13 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 		return deny(events.ReasonPrivateAddress)
 	}
 	return Decision{Allowed: true, Addrs: ok}
+}
+
+func (p *Policy) self() []netip.Addr {
+	if p.Self == nil {
+		return nil
+	}
+	return p.Self()
 }
 
 func (p *Policy) nameAllowed(host string, port int) bool {

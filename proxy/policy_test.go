@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 type staticResolver map[string][]netip.Addr
@@ -39,8 +42,11 @@ func TestParseInetAton(t *testing.T) {
 func TestIsPrivate(t *testing.T) {
 	private := []string{"127.0.0.1", "10.0.0.5", "172.16.3.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
 		"0.0.0.0", "::1", "::", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::127.0.0.1",
-		"64:ff9b::a9fe:a9fe", "2002:7f00:1::", "224.0.0.1", "255.255.255.255"}
-	public := []string{"1.1.1.1", "8.8.8.8", "2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::808:808"}
+		"64:ff9b::a9fe:a9fe", "2002:7f00:1::", "224.0.0.1", "255.255.255.255",
+		"::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "::ffff:0:a00:1", "::ffff:0:0", // IPv4-translated (SIIT)
+		"64:ff9b:1::808:808", "64:ff9b:1:7f00:1::", // local-use NAT64, wherever the IPv4 address sits
+	}
+	public := []string{"1.1.1.1", "8.8.8.8", "2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::808:808", "::ffff:0:101:101"}
 	for _, s := range private {
 		if !isPrivate(netip.MustParseAddr(s), nil) {
 			t.Errorf("%s should be private", s)
@@ -68,6 +74,9 @@ func TestParseRule(t *testing.T) {
 		{"127.0.0.1:8080", "", "", "127.0.0.1/32", 8080},
 		{"[::1]:8080", "", "", "::1/128", 8080},
 		{"10.0.0.0/8:443", "", "", "10.0.0.0/8", 443},
+		{"_dmarc.example.com", "_dmarc.example.com", "", "", 0},
+		{"*.example.com:8443", "", ".example.com", "", 8443},
+		{"xn--bcher-kva.example", "xn--bcher-kva.example", "", "", 0},
 	}
 	for _, tt := range good {
 		r, err := ParseRule(tt.in)
@@ -83,25 +92,137 @@ func TestParseRule(t *testing.T) {
 			t.Errorf("ParseRule(%q) = %+v", tt.in, r)
 		}
 	}
-	for _, bad := range []string{"", "a:0", "a:99999", "*.", "a.*.com", "[::1", "x/y", "foo bar", "1.2.3.4/99"} {
+	for _, bad := range []string{"", "a:0", "a:99999", "*.", "a.*.com", "[::1", "x/y", "foo bar", "1.2.3.4/99",
+		"..example.com", "evil.com;.example.com", "*..example.com", "*.evil.com;.example.com", "-a.example.com",
+		"a-.example.com", "a!b.com", strings.Repeat("x", 64) + ".com", strings.Repeat("abcdefghi.", 26) + "com",
+		"127.1:8080", "2130706433:80"} {
 		if _, err := ParseRule(bad); err == nil {
 			t.Errorf("ParseRule(%q) accepted", bad)
+		}
+	}
+	// An address lifts the private-address refusal: only with a port.
+	for _, bad := range []string{"10.0.0.5", "10.0.0.0/8", "::1", "[::1]", "fd00::/8", "169.254.169.254"} {
+		if _, err := ParseRule(bad); err == nil || !strings.Contains(err.Error(), "needs a port") {
+			t.Errorf("ParseRule(%q) = %v, want an error asking for the port", bad, err)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"example.com", true},
+		{"a", true},
+		{"a-b.c_d.example", true},
+		{"xn--bcher-kva.example", true},
+		{strings.Repeat("x", 63) + ".com", true},
+		{strings.Repeat("abcdefghi.", 24) + "abcdefghijkl", true}, // 252
+		{"", false},
+		{".", false},
+		{"..example.com", false},
+		{".example.com", false},
+		{"example..com", false},
+		{"evil.com;.example.com", false},
+		{"a b.com", false},
+		{"a/b.com", false},
+		{"a@b.com", false},
+		{"-a.com", false},
+		{"a-.com", false},
+		{"bücher.example", false},
+		{strings.Repeat("x", 64) + ".com", false},
+		{strings.Repeat("abcdefghi.", 25) + "abcd", false}, // 254
+	}
+	for _, tt := range tests {
+		if got := validName(tt.name); got != tt.ok {
+			t.Errorf("validName(%q) = %v, want %v", tt.name, got, tt.ok)
+		}
+	}
+}
+
+func TestWildcardNeverMatchesMalformedNames(t *testing.T) {
+	r, err := ParseRule("*.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"..example.com", "evil.com;.example.com", ".example.com", "a..example.com", "evil.com/.example.com"} {
+		if r.matchesName(host, 443) {
+			t.Errorf("*.example.com matches %q", host)
+		}
+	}
+	if !r.matchesName("api.example.com", 443) {
+		t.Error("*.example.com must match api.example.com")
+	}
+}
+
+func TestHostAddrsAreReadAgainWhenStale(t *testing.T) {
+	now := time.Unix(1000, 0)
+	current := "198.51.100.0/24" // documentation range: private anyway, the set is what matters
+	reads := 0
+	h := &hostAddrs{maxAge: 5 * time.Second, now: func() time.Time { return now },
+		read: func() ([]net.Addr, error) {
+			reads++
+			_, n, err := net.ParseCIDR(current)
+			if err != nil {
+				return nil, err
+			}
+			return []net.Addr{n}, nil
+		}}
+	p := &Policy{Mode: ModeFull, Self: h.get}
+	res := staticResolver{"me.example.com": addrs("93.184.216.34")}
+	if d := p.Decide("me.example.com", 443, res); !d.Allowed {
+		t.Fatalf("not yet the host's address: %+v", d)
+	}
+	// The host gains the address; within maxAge the old set is still used.
+	current = "93.184.216.34/32"
+	now = now.Add(time.Second)
+	if d := p.Decide("me.example.com", 443, res); !d.Allowed || reads != 1 {
+		t.Fatalf("within maxAge: %+v after %d reads, want the cached set", d, reads)
+	}
+	now = now.Add(5 * time.Second)
+	if d := p.Decide("me.example.com", 443, res); d.Allowed || d.Reason != "private_address" {
+		t.Errorf("the host's new address was not picked up: %+v", d)
+	}
+	// A failed read keeps the last known set rather than forgetting it.
+	current = "not a cidr"
+	now = now.Add(10 * time.Second)
+	if d := p.Decide("me.example.com", 443, res); d.Allowed {
+		t.Errorf("a failed read dropped the host's addresses: %+v", d)
+	}
+}
+
+func TestNewPolicyReadsTheHostsAddresses(t *testing.T) {
+	p, err := NewPolicy("full", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := p.Self()
+	if len(self) == 0 {
+		t.Fatal("no host address read")
+	}
+	// Whatever they are, each is refused as the host's own.
+	for _, a := range self {
+		if d := p.Decide(a.String(), 443, staticResolver{}); d.Allowed {
+			t.Errorf("the host's own %s allowed", a)
 		}
 	}
 }
 
 func TestDecide(t *testing.T) {
 	res := staticResolver{
-		"api.example.com":    addrs("93.184.216.34"),
-		"sub.example.com":    addrs("93.184.216.35"),
-		"example.com":        addrs("93.184.216.36"),
-		"evil.example.com":   addrs("127.0.0.1"),
-		"meta.example.com":   addrs("169.254.169.254"),
-		"ten.example.com":    addrs("10.0.0.7"),
-		"v6.example.com":     addrs("::1"),
-		"mapped.example.com": addrs("::ffff:127.0.0.1"),
-		"mixed.example.com":  addrs("10.0.0.1", "93.184.216.40"),
-		"mock-model.test":    addrs("127.0.0.1"),
+		"api.example.com":       addrs("93.184.216.34"),
+		"sub.example.com":       addrs("93.184.216.35"),
+		"example.com":           addrs("93.184.216.36"),
+		"evil.example.com":      addrs("127.0.0.1"),
+		"meta.example.com":      addrs("169.254.169.254"),
+		"ten.example.com":       addrs("10.0.0.7"),
+		"v6.example.com":        addrs("::1"),
+		"mapped.example.com":    addrs("::ffff:127.0.0.1"),
+		"mixed.example.com":     addrs("10.0.0.1", "93.184.216.40"),
+		"mock-model.test":       addrs("127.0.0.1"),
+		"..example.com":         addrs("93.184.216.37"),
+		"evil.com;.example.com": addrs("93.184.216.37"),
 	}
 	custom := []string{"api.example.com", "*.example.com", "mock-model.test:8080", "127.0.0.1:8080", "sub.example.com:9000"}
 	tests := []struct {
@@ -141,6 +262,13 @@ func TestDecide(t *testing.T) {
 		{"full: mapped metadata", "full", nil, "::ffff:a9fe:a9fe", 80, false, "private_address", ""},
 		{"full: public literal", "full", nil, "1.1.1.1", 443, true, "", "1.1.1.1"},
 		{"none", "none", nil, "api.example.com", 443, false, "not_allowed", ""},
+		{"empty label under a wildcard", "", custom, "..example.com", 443, false, "not_allowed", ""},
+		{"other name before a wildcard's suffix", "", custom, "evil.com;.example.com", 443, false, "not_allowed", ""},
+		{"full: malformed name", "full", nil, "evil.com;.example.com", 443, false, "not_allowed", ""},
+		{"allowed name without an address", "", custom, "gone.example.com", 443, false, "unresolvable", ""},
+		{"full: name without an address", "full", nil, "nowhere.test", 443, false, "unresolvable", ""},
+		{"full: IPv4-translated loopback", "full", nil, "::ffff:0:7f00:1", 80, false, "private_address", ""},
+		{"full: IPv4-translated metadata", "full", nil, "::ffff:0:a9fe:a9fe", 80, false, "private_address", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,13 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// ReasonHeader carries the refusal reason on a 403.
+// ReasonHeader carries the refusal reason on a 403, 502 or 503.
 const ReasonHeader = "X-Agentrun-Deny-Reason"
 
-// Access is one proxy decision, reported once per (host, port, allowed).
+// Access is one proxy decision, reported once per (host, port, allowed,
+// reason): a destination refused for a full connection table and later
+// for its address is reported both times.
 type Access struct {
 	Host    string
 	Port    int
@@ -30,24 +33,45 @@ type Access struct {
 type Server struct {
 	Policy   *Policy
 	Resolver Resolver
-	// OnAccess receives each new (host, port, allowed) once. It is called
-	// from the connection's goroutine.
+	// OnAccess receives each new (host, port, allowed, reason) once. Calls
+	// come one at a time, and none after Close returned: the run's events
+	// end there.
 	OnAccess func(Access)
 	// DialTimeout bounds each dial; 0 means 30 s.
 	DialTimeout time.Duration
+	// MaxConns caps the client connections open at once over all
+	// listeners; 0 means DefaultMaxConns.
+	MaxConns int
+	// IdleTimeout closes a kept-alive client connection without a request
+	// for this long; 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// TunnelIdleTimeout closes a CONNECT tunnel that moved no byte either
+	// way for this long, and ends a forwarded request whose upstream did
+	// not answer or send for as long; 0 means DefaultTunnelIdleTimeout.
+	TunnelIdleTimeout time.Duration
 
 	once      sync.Once
 	transport *http.Transport
 	srv       *http.Server
-	mu        sync.Mutex
+	conns     *tracker
+	refusing  chan struct{} // a slot per connection being refused
+	mu        sync.Mutex    // serialises OnAccess calls
 	seen      map[Access]bool
+	closed    bool
 }
 
 type dialKey struct{}
 
+// maxIdleUpstream bounds the upstream connections kept for reuse over all
+// hosts, so plain-HTTP requests to many hosts cannot pile up descriptors;
+// the client side is bounded by MaxConns.
+const maxIdleUpstream = 64
+
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.seen = map[Access]bool{}
+		s.conns = &tracker{max: orInt(s.MaxConns, DefaultMaxConns), conns: map[*trackedConn]struct{}{}}
+		s.refusing = make(chan struct{}, maxRefusing)
 		// The upstream transport dials only the addresses the policy
 		// checked, never uses the environment's proxy and never adds
 		// compression the client did not ask for.
@@ -55,40 +79,66 @@ func (s *Server) init() {
 			Proxy:               nil,
 			DialContext:         s.dialChecked,
 			DisableCompression:  true,
+			MaxIdleConns:        maxIdleUpstream,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   false,
 			ReadBufferSize:      copyBuffer,
 			WriteBufferSize:     copyBuffer,
 		}
-		s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+		s.srv = &http.Server{
+			Handler:           s,
+			ReadHeaderTimeout: headerTimeout,
+			IdleTimeout:       orDuration(s.IdleTimeout, DefaultIdleTimeout),
+			ConnState:         s.conns.connState,
+		}
 	})
+}
+
+func orInt(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func orDuration(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // Serve accepts connections on l until Close.
 func (s *Server) Serve(l net.Listener) error {
 	s.init()
-	err := s.srv.Serve(l)
+	err := s.srv.Serve(limitListener{Listener: l, s: s})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
-// Close stops serving and closes open connections.
+// Close stops serving and closes open connections, tunnels included.
 func (s *Server) Close() error {
 	s.init()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	err := s.srv.Close()
+	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
-	return s.srv.Close()
+	return err
 }
 
 func (s *Server) report(a Access) {
 	s.mu.Lock()
-	key := Access{Host: a.Host, Port: a.Port, Allowed: a.Allowed}
-	dup := s.seen[key]
-	s.seen[key] = true
-	s.mu.Unlock()
-	if !dup && s.OnAccess != nil {
+	defer s.mu.Unlock()
+	if s.closed || s.seen[a] {
+		return
+	}
+	s.seen[a] = true
+	if s.OnAccess != nil {
 		s.OnAccess(a)
 	}
 }
@@ -113,12 +163,15 @@ func splitHostPort(authority string, def int) (string, int, error) {
 	if host == "" {
 		return "", 0, fmt.Errorf("no host in %q", authority)
 	}
+	if _, ip := parseIPLiteral(host); !ip && !validName(host) {
+		return "", 0, fmt.Errorf("%q is not a host name", host)
+	}
 	return host, n, nil
 }
 
 // admit decides and reports the destination authority (defPort when it
 // names none) and answers the client itself when it is refused or
-// malformed; ok is false then.
+// malformed (400, not reported: it names no destination); ok is false then.
 func (s *Server) admit(w http.ResponseWriter, authority string, defPort int) (port int, d Decision, ok bool) {
 	host, port, err := splitHostPort(authority, defPort)
 	if err != nil {
@@ -134,27 +187,43 @@ func (s *Server) admit(w http.ResponseWriter, authority string, defPort int) (po
 	return port, d, true
 }
 
+// deny answers a refusal: 502 for a name without an address (as for one
+// whose dial fails), 403 for the policy's refusals.
 func deny(w http.ResponseWriter, reason string) {
+	status := http.StatusForbidden
+	if reason == ReasonUnresolvable {
+		status = http.StatusBadGateway
+	}
 	w.Header().Set(ReasonHeader, reason)
 	w.Header().Set("Connection", "close")
-	http.Error(w, "agentrun proxy: destination refused ("+reason+")", http.StatusForbidden)
+	http.Error(w, "agentrun proxy: destination refused ("+reason+")", status)
+}
+
+// target is the authority a proxy request names and the port it implies,
+// or why it is not a proxy request.
+func target(r *http.Request) (authority string, defPort int, problem string) {
+	switch {
+	case r.Method == http.MethodConnect:
+		return r.Host, 443, ""
+	case !r.URL.IsAbs() || r.URL.Host == "":
+		return "", 0, "only proxy requests (absolute URLs or CONNECT) are served"
+	case r.URL.Scheme != "http":
+		return "", 0, "use CONNECT for " + r.URL.Scheme
+	}
+	return r.URL.Host, 80, ""
 }
 
 // ServeHTTP handles CONNECT and absolute-form requests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodConnect {
-		s.connect(w, r)
-		return
+	authority, defPort, problem := target(r)
+	switch {
+	case problem != "":
+		http.Error(w, "agentrun proxy: "+problem, http.StatusBadRequest)
+	case r.Method == http.MethodConnect:
+		s.connect(w, authority, defPort)
+	default:
+		s.forward(w, r, authority, defPort)
 	}
-	if !r.URL.IsAbs() || r.URL.Host == "" {
-		http.Error(w, "agentrun proxy: only proxy requests (absolute URLs or CONNECT) are served", http.StatusBadRequest)
-		return
-	}
-	if r.URL.Scheme != "http" {
-		http.Error(w, "agentrun proxy: use CONNECT for "+r.URL.Scheme, http.StatusBadRequest)
-		return
-	}
-	s.forward(w, r)
 }
 
 func (s *Server) dialTimeout() time.Duration {
@@ -194,8 +263,8 @@ func (s *Server) dialChecked(ctx context.Context, _, _ string) (net.Conn, error)
 	return s.dialAddrs(ctx, p.addrs, p.port)
 }
 
-func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	port, d, ok := s.admit(w, r.Host, 443)
+func (s *Server) connect(w http.ResponseWriter, authority string, defPort int) {
+	port, d, ok := s.admit(w, authority, defPort)
 	if !ok {
 		return
 	}
@@ -221,12 +290,21 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		up.Close()
 		return
 	}
-	tunnel(client, buf.Reader, up)
+	tunnel(client, buf.Reader, up, s.tunnelIdle())
 }
 
-// tunnel copies both ways until both directions are done. Bytes the
-// server already buffered from the client go first.
-func tunnel(client net.Conn, buffered *bufio.Reader, up net.Conn) {
+func (s *Server) tunnelIdle() time.Duration {
+	return orDuration(s.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
+}
+
+// tunnel copies both ways until both directions are done, or until no
+// byte moved either way for idle. Bytes the server already buffered from
+// the client go first.
+func tunnel(client net.Conn, buffered *bufio.Reader, up net.Conn, idle time.Duration) {
+	var last atomic.Int64 // UnixNano of the last byte moved
+	last.Store(time.Now().UnixNano())
+	watchdog := idleWatchdog(&last, idle, func() { client.Close(); up.Close() })
+	defer watchdog.Stop()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -236,14 +314,55 @@ func tunnel(client net.Conn, buffered *bufio.Reader, up net.Conn) {
 				return
 			}
 		}
-		_, _ = io.Copy(up, client)
+		pump(up, client, &last)
 		closeWrite(up)
 	}()
-	_, _ = io.Copy(client, up)
+	pump(client, up, &last)
 	closeWrite(client)
 	<-done
 	client.Close()
 	up.Close()
+}
+
+// idleWatchdog calls expire once no byte moved for idle; last is the time
+// of the latest one. One timer per tunnel, re-armed only when it fires.
+func idleWatchdog(last *atomic.Int64, idle time.Duration, expire func()) *time.Timer {
+	var t *time.Timer
+	t = time.AfterFunc(idle, func() {
+		quiet := time.Since(time.Unix(0, last.Load()))
+		if quiet >= idle {
+			expire()
+			return
+		}
+		t.Reset(idle - quiet)
+	})
+	return t
+}
+
+// tunnelBuffer is the block a tunnel moves per read and direction: large
+// enough for bulk transfers, small enough that a full table of tunnels
+// (2 x DefaultMaxConns buffers) stays at a few tens of MiB.
+const tunnelBuffer = 64 << 10
+
+var tunnelBuffers = sync.Pool{New: func() any { b := make([]byte, tunnelBuffer); return &b }}
+
+// pump copies src to dst until either fails, recording when bytes moved.
+func pump(dst, src net.Conn, last *atomic.Int64) {
+	bp := tunnelBuffers.Get().(*[]byte)
+	defer tunnelBuffers.Put(bp)
+	buf := *bp
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			last.Store(time.Now().UnixNano())
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {
@@ -269,27 +388,44 @@ func stripHop(h http.Header) {
 	}
 }
 
-func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
-	port, d, ok := s.admit(w, r.URL.Host, 80)
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority string, defPort int) {
+	port, d, ok := s.admit(w, authority, defPort)
 	if !ok {
 		return
 	}
-	ctx := context.WithValue(context.Background(), dialKey{}, pinned{addrs: d.Addrs, port: port})
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialKey{}, pinned{addrs: d.Addrs, port: port}))
+	defer cancel()
+	// As a tunnel: a request whose upstream moves no byte for so long ends,
+	// rather than hold the client's slot against the cap forever.
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	defer idleWatchdog(&last, s.tunnelIdle(), cancel).Stop()
 	out := r.Clone(ctx)
 	out.RequestURI = ""
 	// The destination is the request URI's authority, whatever Host header
 	// the client sent.
-	out.Host = r.URL.Host
+	out.Host = authority
 	stripHop(out.Header)
+	if _, sent := r.Header["User-Agent"]; !sent {
+		// An empty value keeps Go from adding its own: the upstream sees
+		// the client's headers, not the proxy's.
+		out.Header["User-Agent"] = []string{""}
+	}
 	if r.ContentLength == 0 {
 		out.Body = nil
+	} else {
+		out.Body = activity{out.Body, &last}
 	}
 	resp, err := s.transport.RoundTrip(out)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer for %v", s.tunnelIdle())
+		}
 		http.Error(w, "agentrun proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
+	body := activity{resp.Body, &last}
 	stripHop(resp.Header)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -298,10 +434,24 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	if resp.ContentLength >= 0 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A body of known length: copy in large blocks, no flushing.
 		buf := make([]byte, copyBuffer)
-		_, _ = io.CopyBuffer(w, resp.Body, buf)
+		_, _ = io.CopyBuffer(w, body, buf)
 		return
 	}
-	flushCopy(w, resp.Body)
+	flushCopy(w, body)
+}
+
+// activity records when bytes of a forwarded request or answer moved.
+type activity struct {
+	io.ReadCloser
+	last *atomic.Int64
+}
+
+func (a activity) Read(b []byte) (int, error) {
+	n, err := a.ReadCloser.Read(b)
+	if n > 0 {
+		a.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // copyBuffer is the size of the blocks the proxy moves: large enough that
