@@ -15,7 +15,7 @@ import (
 // `agentrun translate` does, and returns the events and the verdict.
 func replay(t *testing.T, raw string, exit adapters.Exit) ([]events.Event, adapters.Verdict) {
 	t.Helper()
-	return adapterstest.Replay(New(), Name, []byte(raw), exit)
+	return adapterstest.Replay(t, New(), Name, []byte(raw), exit)
 }
 
 // Hand-written lines after the examples of seed 000 (edge cases the real
