@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests envtest demo demo-down test-e2e
+.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
 
 all: build
 
@@ -49,6 +49,10 @@ generate:
 ## manifests: the CRD and RBAC (config/, and their copies in charts/agentrun) from the markers.
 manifests:
 	hack/k8s-generate.sh manifests
+
+## docs: docs/api.md, the AgentRun API reference, from the Go types (pinned crd-ref-docs, built into .cache/tools).
+docs:
+	hack/api-docs.sh
 
 ## envtest: build or locate kube-apiserver, etcd and kubectl for the controller tests (10-14 min cold).
 envtest:

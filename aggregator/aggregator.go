@@ -1,5 +1,5 @@
 // Package aggregator turns an adapter's records into the schema-1 event
-// stream, applying every rule of seed 003 that does not depend on the
+// stream, applying every rule of docs/events.md that does not depend on the
 // runtime: parents, subagent numbering, tool_start/tool pairing, usage sums
 // and by-model totals, the events owed before end, and end itself.
 package aggregator
@@ -226,7 +226,7 @@ func (a *Aggregator) toolEnd(r records.ToolEnd) {
 	}
 	errv := r.Error
 	if r.Denied {
-		// A denied call never ran, so it did not fail (seed 003).
+		// A denied call never ran, so it did not fail (docs/events.md, "tool").
 		errv = events.Bool(false)
 	}
 	a.writeTool(t, r.Denied, errv)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/events/eventstest"
+	"github.com/agentrun-dev/agentrun/events/contract"
 	"github.com/agentrun-dev/agentrun/records"
 )
 
@@ -277,7 +277,7 @@ func TestFieldOrder(t *testing.T) {
 		records.SubagentEnd{ID: "a"},
 		records.Network{Host: "example.com", Port: 443, Allowed: false, Reason: events.ReasonNotAllowed},
 	)
-	want := eventstest.SeedFieldOrder
+	want := contract.FieldOrder
 	seen := map[string]bool{}
 	for _, e := range evs {
 		b, err := events.Marshal(e)
@@ -286,7 +286,7 @@ func TestFieldOrder(t *testing.T) {
 		}
 		typ := events.Head(e).Type
 		seen[typ] = true
-		if got, _ := eventstest.KeyOrder(b); !reflect.DeepEqual(got, want[typ]) {
+		if got, _ := contract.KeyOrder(b); !reflect.DeepEqual(got, want[typ]) {
 			t.Errorf("%s keys = %v, want %v", typ, got, want[typ])
 		}
 		if ts := events.Head(e).Time; len(ts) != len("2026-10-04T13:00:01.000Z") || !strings.HasSuffix(ts, "Z") {

@@ -44,7 +44,8 @@ func recordsFrom(data []byte) []records.Record {
 		case 8:
 			out = append(out, records.Prompt{Text: x})
 		case 9:
-			out = append(out, records.Network{Host: x, Port: int(n), Allowed: n%2 == 0, Reason: events.ReasonNotAllowed})
+			// As the proxy reports them: a host name and a port 1-65535.
+			out = append(out, records.Network{Host: "host" + x, Port: int(n) + 1, Allowed: n%2 == 0, Reason: events.ReasonNotAllowed})
 		case 10:
 			t := events.NewTotals()
 			t.AddModel(x, events.TokenCounts{CostUSD: events.Float64(float64(n))})
@@ -64,7 +65,8 @@ func FuzzAggregator(f *testing.F) {
 		var buf bytes.Buffer
 		w := events.NewWriter(&buf)
 		a := New(w.Write, time.Now)
-		a.Start(&events.Start{Runtime: "claude-code", Network: events.Network{Allow: []string{}}, DenyRead: []string{}, Argv: []string{}, Env: []string{}})
+		a.Start(&events.Start{Runtime: "claude-code", Sandbox: "none", Network: events.Network{Mode: "full", Allow: []string{}},
+			DenyRead: []string{}, Cwd: "/", Argv: []string{}, Env: []string{}})
 		for _, r := range recordsFrom(data) {
 			a.Add(r)
 		}

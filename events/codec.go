@@ -54,7 +54,7 @@ type jsonBuffer struct{ data []byte }
 func (b *jsonBuffer) Write(p []byte) (int, error) { b.data = append(b.data, p...); return len(p), nil }
 
 // Decode parses one schema-1 line into its typed event. Unknown types give
-// (nil, nil): readers skip them, as the seed asks.
+// (nil, nil): readers skip them, as docs/events.md ("Versioning") asks.
 func Decode(line []byte) (Event, error) {
 	var head Base
 	if err := json.Unmarshal(line, &head); err != nil {

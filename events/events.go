@@ -1,10 +1,10 @@
-// Package events is the schema-1 unified event stream of seed 003: the ten
-// event types, their fields in the order of the seed's type definitions, and
-// the null-versus-value rules. Every other part of agentrun produces or
+// Package events is the schema-1 unified event stream of docs/events.md: the
+// ten event types, their fields in the documented order, and the
+// null-versus-value rules. Every other part of agentrun produces or
 // consumes these types; nothing else defines the schema.
 //
 // Field order matters (consumers diff streams line by line), so every event is
-// a struct whose fields are declared in the seed's order and encoding/json keeps
+// a struct whose fields are declared in the documented order and encoding/json keeps
 // that order. Optional values are pointers without omitempty so that "the
 // runtime did not report it" is written as null, never left out.
 package events
@@ -29,7 +29,8 @@ const (
 	TypeEnd           = "end"
 )
 
-// End statuses, in the precedence order of seed 003 (first that holds wins).
+// End statuses, in the precedence order of docs/events.md, "The end status"
+// (first that holds wins).
 const (
 	StatusRejected    = "rejected"
 	StatusTimeout     = "timeout"
@@ -54,7 +55,7 @@ const (
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.
 const TimeFormat = "2006-01-02T15:04:05.000Z"
 
-// FormatTime renders t as the seed's event time.
+// FormatTime renders t as an event's time (docs/events.md, "Common fields").
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // Base is the head every event starts with.

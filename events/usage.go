@@ -1,6 +1,6 @@
 package events
 
-// Sums follow seed 003: only non-null values are added, and a field that no
+// Sums follow docs/events.md ("Usage totals"): only non-null values are added, and a field that no
 // source reported stays null.
 
 func addInt(dst **int64, v *int64) {

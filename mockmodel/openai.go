@@ -10,7 +10,7 @@ package mockmodel
 //
 // Usage: OpenAI's input token counts INCLUDE the cached part
 // (input_tokens_details.cached_tokens, prompt_tokens_details.cached_tokens),
-// Anthropic's exclude it. The ledger keeps the unified meaning of seed 003:
+// Anthropic's exclude it. The ledger keeps the meaning of docs/events.md:
 // Usage.InputTokens is the input without cache hits, Usage.CacheReadTokens
 // the cached part, and there is no cache write. Every call has a non-zero
 // cached part, so a runtime or adapter that forgets the conversion shows.

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// MaxSummary is the longest summary in characters (seed 003).
+// MaxSummary is the longest summary in characters (docs/events.md, "tool_start").
 const MaxSummary = 120
 
 // Summary builds the one-line summary of a tool call, "Name: detail" or

@@ -13,7 +13,7 @@ import (
 const MaxLine = 64 << 20
 
 // lineReader splits a stream on LF only: JSON strings may hold U+2028 and
-// other separators that are not line ends (seed 000).
+// other separators that are not line ends (claude-code's output has them).
 type lineReader struct {
 	r    *bufio.Reader
 	long []byte

@@ -286,8 +286,8 @@ func WriteSummary(files safefile.Guard, path string, s summary.Summary) error {
 	return err
 }
 
-// failureDetail follows seed 003: the runtime's message, else the last 500
-// characters of stderr, else a fixed sentence.
+// failureDetail follows docs/events.md, "Detail": the runtime's message, else
+// the last 500 characters of stderr, else a fixed sentence.
 func failureDetail(msg, stderrTail, runtime string, exit exitInfo) string {
 	switch {
 	case msg != "":

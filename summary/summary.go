@@ -12,7 +12,7 @@
 // cut: a reader that needs the whole of a cut field reads the end event
 // from the event log instead, where nothing is cut.
 //
-// Field names follow the end event of seed 003 (snake_case, the same usage
+// Field names follow the end event of docs/events.md (snake_case, the same usage
 // object); the counters keep the aggregator's names.
 package summary
 
@@ -37,7 +37,7 @@ const MaxBytes = 4096
 // field is removed or changes meaning.
 const Version = 1
 
-// maxDetailBytes bounds the detail before anything else is cut: seed 003
+// maxDetailBytes bounds the detail before anything else is cut: documented
 // details are short (the last 500 characters of stderr at most), and a
 // runtime's own error message must not crowd out the usage split and the
 // result.

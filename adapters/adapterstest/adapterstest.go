@@ -7,6 +7,7 @@ package adapterstest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,12 +23,14 @@ import (
 )
 
 // Replay runs raw through a, line by line, then Close, Verdict and the
-// aggregator's end, and returns the events and the verdict.
-func Replay(a adapters.Adapter, runtime string, raw []byte, exit adapters.Exit) ([]events.Event, adapters.Verdict) {
+// aggregator's end, as `agentrun translate` does, and returns the events
+// and the verdict. The events must keep the contract (Check): every replay
+// test checks its stream against the JSON Schema and the stream rules.
+func Replay(t testing.TB, a adapters.Adapter, runtime string, raw []byte, exit adapters.Exit) ([]events.Event, adapters.Verdict) {
+	t.Helper()
 	var out []events.Event
 	agg := aggregator.New(func(e events.Event) error { out = append(out, e); return nil }, time.Now)
-	agg.Start(&events.Start{Runtime: runtime, Network: events.Network{Allow: []string{}}, DenyRead: []string{},
-		Argv: []string{}, Env: []string{}})
+	agg.Start(Start(runtime))
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
@@ -35,13 +38,34 @@ func Replay(a adapters.Adapter, runtime string, raw []byte, exit adapters.Exit) 
 	}
 	a.Close(agg.Add)
 	v := a.Verdict(exit)
-	status := events.StatusFinished
-	if v.Failed {
-		status = events.StatusFailed
-	}
-	code := exit.Code
-	agg.Finish(aggregator.Outcome{Status: status, Detail: v.Detail, ExitCode: &code, Started: time.Now()})
+	agg.Finish(Outcome(runtime, v, exit))
+	Check(t, out)
 	return out, v
+}
+
+// Start is the start event of a replay, the one `agentrun translate` writes:
+// no sandbox, full network, nothing denied.
+func Start(runtime string) *events.Start {
+	return &events.Start{Runtime: runtime, Sandbox: "none", Network: events.Network{Mode: "full", Allow: []string{}},
+		DenyRead: []string{}, Cwd: "/", Argv: []string{}, Env: []string{}}
+}
+
+// Outcome is the end of a replay as the runner decides it from the
+// adapter's verdict: finished, or failed with the runtime's message (or,
+// without one, a sentence naming the exit); exit_code null when a signal
+// ended the runtime.
+func Outcome(runtime string, v adapters.Verdict, exit adapters.Exit) aggregator.Outcome {
+	o := aggregator.Outcome{Status: events.StatusFinished, Started: time.Now()}
+	if !exit.Signaled {
+		o.ExitCode = events.Int(exit.Code)
+	}
+	if v.Failed {
+		o.Status, o.Detail = events.StatusFailed, v.Detail
+		if o.Detail == "" {
+			o.Detail = fmt.Sprintf("%s failed with exit code %d and no error message", runtime, exit.Code)
+		}
+	}
+	return o
 }
 
 // Types is the event types of evs, space-separated.
@@ -115,7 +139,8 @@ func ReadCapture(t testing.TB, name string) Capture {
 
 // FuzzTranslate is the body of every adapter's FuzzTranslate: arbitrary
 // output, any exit code, through a fresh adapter and the aggregator; no
-// panic, end last, the contract intact. The seeds are the given lines and
+// panic, end last, the contract intact (every event valid against the JSON
+// Schema, the stream rules kept). The seeds are the given lines and
 // the real captures of testdata/real.
 func FuzzTranslate(f *testing.F, runtime string, newAdapter func() adapters.Adapter, seeds ...string) {
 	for _, s := range seeds {
@@ -132,18 +157,14 @@ func FuzzTranslate(f *testing.F, runtime string, newAdapter func() adapters.Adap
 		var buf bytes.Buffer
 		w := events.NewWriter(&buf)
 		agg := aggregator.New(w.Write, time.Now)
-		agg.Start(&events.Start{Runtime: runtime, Network: events.Network{Allow: []string{}}, DenyRead: []string{}, Argv: []string{}, Env: []string{}})
+		agg.Start(Start(runtime))
 		a := newAdapter()
 		for _, line := range bytes.Split(raw, []byte("\n")) {
 			a.Translate(line, agg.Add)
 		}
 		a.Close(agg.Add)
-		v := a.Verdict(adapters.Exit{Code: exitCode})
-		status := events.StatusFinished
-		if v.Failed {
-			status = events.StatusFailed
-		}
-		agg.Finish(aggregator.Outcome{Status: status, Detail: v.Detail, Started: time.Now()})
+		exit := adapters.Exit{Code: exitCode}
+		agg.Finish(Outcome(runtime, a.Verdict(exit), exit))
 		if errs := eventstest.Check(buf.Bytes()); len(errs) > 0 {
 			t.Fatalf("contract broken: %v\n%s", errs, buf.Bytes())
 		}

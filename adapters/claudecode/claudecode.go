@@ -1,6 +1,6 @@
 // Package claudecode is the adapter for Anthropic's claude-code CLI in
-// stream-json mode (seed 000 for the format, seed 002 for the wider message
-// set, ../shared/design/RUNTIMES.md for where 2.1.328 differs).
+// stream-json mode (docs/events.md, "claude-code", for what the stream gets
+// from it; ../shared/design/RUNTIMES.md and testdata/real for its format).
 package claudecode
 
 import (
@@ -86,9 +86,10 @@ func New() *Adapter {
 	}
 }
 
-// Launch builds seed 000's command: the prompt goes in as a stream-json user
-// message and comes back through --replay-user-messages, so the stream itself
-// records it. --include-partial-messages is added because in 2.1.328 only the
+// Launch builds the command of docs/events.md's example start.argv: the
+// prompt goes in as a stream-json user message and comes back through
+// --replay-user-messages, so the stream itself records it.
+// --include-partial-messages is added because in 2.1.328 only the
 // message_delta stream event carries a call's final output token count.
 func (a *Adapter) Launch(spec adapters.LaunchSpec) (*adapters.Launch, error) {
 	argv := []string{spec.Binary, "-p",
@@ -288,7 +289,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 	}
 	if l.IsAPIError || m.Model == syntheticModel {
 		// claude-code wrote this message itself: no model call, no usage
-		// (seed 003). Its text is the error the run failed with.
+		// (docs/events.md, "usage"). Its text is the error the run failed with.
 		for _, b := range decodeBlocks(m.Content) {
 			if b.Type == "text" && b.Text != "" {
 				a.apiError = b.Text
@@ -463,7 +464,7 @@ func (a *Adapter) result(l *wireLine, emit adapters.Emit) {
 // totals is end.usage from a result line. modelUsage accumulates over the
 // whole process (every turn, subagents and claude-code's own helper calls),
 // so the last result holds the run's total. An empty modelUsage gives nulls,
-// cost included, even when total_cost_usd is 0 (seed 003).
+// cost included, even when total_cost_usd is 0 (docs/events.md, "claude-code").
 func totals(l *wireLine) events.Totals {
 	t := events.NewTotals()
 	if len(l.ModelUsage) == 0 {
@@ -548,7 +549,7 @@ func (a *Adapter) Close(emit adapters.Emit) {
 	a.flushCalls(func(*call) bool { return true }, emit)
 }
 
-// Verdict applies seed 000's rules: a non-zero exit fails; with exit 0 the
+// Verdict applies the rules of docs/events.md, "claude-code": a non-zero exit fails; with exit 0 the
 // last result's is_error decides; no result at all means the process was
 // killed.
 func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {

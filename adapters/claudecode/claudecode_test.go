@@ -15,10 +15,10 @@ import (
 // `agentrun translate` does, and returns the events and the verdict.
 func replay(t *testing.T, raw string, exit adapters.Exit) ([]events.Event, adapters.Verdict) {
 	t.Helper()
-	return adapterstest.Replay(New(), Name, []byte(raw), exit)
+	return adapterstest.Replay(t, New(), Name, []byte(raw), exit)
 }
 
-// Hand-written lines after the examples of seed 000 (edge cases the real
+// Hand-written lines in claude-code's stream-json format (edge cases the real
 // captures in testdata/real do not cover).
 const (
 	seedInit   = `{"type":"system","subtype":"init","cwd":"/work/repo","session_id":"S1","tools":["Task","Bash"],"model":"claude-sonnet-5-5","permissionMode":"auto","uuid":"u0"}`
@@ -163,7 +163,7 @@ func TestPermissionDenied(t *testing.T) {
 }
 
 func TestSeedSubagents(t *testing.T) {
-	// Seed 000's two-subagent flow: foreground Agent calls, inner events with
+	// claude-code's two-subagent flow: foreground Agent calls, inner events with
 	// parent_tool_use_id, task events, Agent tool results end them.
 	raw := strings.Join([]string{
 		`{"type":"assistant","message":{"model":"big","id":"msg_M","content":[{"type":"tool_use","id":"A","name":"Agent","input":{"description":"Create sub1.txt","prompt":"p","subagent_type":"general-purpose"}}],"usage":{"input_tokens":1,"output_tokens":1}},"parent_tool_use_id":null}`,

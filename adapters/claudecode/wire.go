@@ -2,7 +2,7 @@ package claudecode
 
 import "encoding/json"
 
-// The subset of claude-code's stream-json lines (seed 000, seed 002) that the
+// The subset of claude-code's stream-json lines (testdata/real has real ones) that the
 // adapter reads. One struct for every line type keeps decoding to a single
 // pass; fields a line type does not have stay zero.
 type wireLine struct {

@@ -1,5 +1,5 @@
 // Package codex is the adapter for OpenAI's codex CLI in `codex exec --json`
-// mode (../shared/design/RUNTIMES.md, seed 003's notes on codex; the README
+// mode (../shared/design/RUNTIMES.md, docs/events.md's notes on codex; the README
 // of testdata/real for what 0.171.0 really writes).
 //
 // codex reports one usage per turn (turn.completed), with no model name and

@@ -35,7 +35,7 @@ func TestItemsAndUsage(t *testing.T) {
 		lineSearch, lineWarning, lineTodo, lineMessage, lineDone}, "\n")
 	a := New()
 	a.Replay(adapters.LaunchSpec{Model: "gpt-5.5"})
-	evs, v := adapterstest.Replay(a, Name, []byte(raw), adapters.Exit{})
+	evs, v := adapterstest.Replay(t, a, Name, []byte(raw), adapters.Exit{})
 	want := "start tool_start tool tool_start tool tool_start tool tool_start tool text usage end"
 	if got := adapterstest.Types(evs); got != want {
 		t.Fatalf("types:\n got %s\nwant %s", got, want)
@@ -93,7 +93,7 @@ func TestCountsWithoutCache(t *testing.T) {
 }
 
 func TestNoModelGivesNull(t *testing.T) {
-	evs, _ := adapterstest.Replay(New(), Name, []byte(lineTurn+"\n"+lineDone), adapters.Exit{})
+	evs, _ := adapterstest.Replay(t, New(), Name, []byte(lineTurn+"\n"+lineDone), adapters.Exit{})
 	if u := eventstest.Find[*events.Usage](evs); u == nil || u.Model != nil {
 		t.Errorf("usage %v: without --model the model is null", u)
 	}
@@ -101,7 +101,7 @@ func TestNoModelGivesNull(t *testing.T) {
 
 func TestDeclinedCommandIsDenied(t *testing.T) {
 	raw := lineTurn + "\n" + `{"type":"item.completed","item":{"id":"c","type":"command_execution","command":"rm -rf /","aggregated_output":"","exit_code":null,"status":"declined"}}` + "\n" + lineDone
-	evs, _ := adapterstest.Replay(New(), Name, []byte(raw), adapters.Exit{})
+	evs, _ := adapterstest.Replay(t, New(), Name, []byte(raw), adapters.Exit{})
 	tool := eventstest.Find[*events.Tool](evs)
 	if tool == nil || !tool.Denied || tool.Error == nil || *tool.Error || tool.Summary != "command_execution: rm -rf /" {
 		t.Errorf("tool %+v", tool)
@@ -131,7 +131,7 @@ func TestVerdicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, v := adapterstest.Replay(New(), Name, []byte(tt.raw), tt.exit)
+			_, v := adapterstest.Replay(t, New(), Name, []byte(tt.raw), tt.exit)
 			if v.Failed != tt.failed || v.Detail != tt.detail {
 				t.Errorf("verdict %+v, want failed=%v detail %q", v, tt.failed, tt.detail)
 			}
@@ -210,7 +210,7 @@ stream_max_retries = 2
 		t.Errorf("config.toml:\n%s\nwant:\n%s", cfg, wantCfg)
 	}
 	// Usage events carry the --model value.
-	evs, _ := adapterstest.Replay(a, Name, []byte(lineTurn+"\n"+lineDone), adapters.Exit{})
+	evs, _ := adapterstest.Replay(t, a, Name, []byte(lineTurn+"\n"+lineDone), adapters.Exit{})
 	if u := eventstest.Find[*events.Usage](evs); u == nil || u.Model == nil || *u.Model != "gpt-5.5" {
 		t.Errorf("usage %v", u)
 	}

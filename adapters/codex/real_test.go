@@ -56,7 +56,7 @@ func TestRealCaptures(t *testing.T) {
 			c := adapterstest.ReadCapture(t, tt.name)
 			a := New()
 			a.Replay(adapters.LaunchSpec{Model: "gpt-5.5"})
-			evs, v := adapterstest.Replay(a, Name, c.Raw, adapters.Exit{Code: c.Exit})
+			evs, v := adapterstest.Replay(t, a, Name, c.Raw, adapters.Exit{Code: c.Exit})
 			if got := adapterstest.Types(evs); got != tt.types {
 				t.Errorf("types:\n got %s\nwant %s", got, tt.types)
 			}

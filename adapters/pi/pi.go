@@ -1,5 +1,5 @@
 // Package pi is the adapter for Mario Zechner's pi coding agent in
-// `pi -p --mode json` mode (../shared/design/RUNTIMES.md, seed 003's notes
+// `pi -p --mode json` mode (../shared/design/RUNTIMES.md, docs/events.md's notes
 // on pi; the README of testdata/real for what 0.73.1 really writes).
 //
 // pi echoes the prompt as its first user message, reports every model call

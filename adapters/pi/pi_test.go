@@ -35,7 +35,7 @@ const (
 func TestToolErrorTextUsageCost(t *testing.T) {
 	raw := strings.Join([]string{lineSession, lineAgentStart, linePrompt, lineCallStart, lineReadCall, lineReadStart, lineReadEnd,
 		lineCallStart, lineAnswer, lineAgentEnd}, "\n")
-	evs, v := adapterstest.Replay(New(), Name, []byte(raw), adapters.Exit{})
+	evs, v := adapterstest.Replay(t, New(), Name, []byte(raw), adapters.Exit{})
 	if got, want := adapterstest.Types(evs), "start prompt usage tool_start tool text usage end"; got != want {
 		t.Fatalf("types:\n got %s\nwant %s", got, want)
 	}
@@ -77,7 +77,7 @@ func TestRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			evs, v := adapterstest.Replay(New(), Name, []byte(strings.Join(tt.lines, "\n")), adapters.Exit{})
+			evs, v := adapterstest.Replay(t, New(), Name, []byte(strings.Join(tt.lines, "\n")), adapters.Exit{})
 			if v.Failed != tt.failed || v.Detail != tt.detail {
 				t.Errorf("verdict %+v, want failed=%v detail %q", v, tt.failed, tt.detail)
 			}
@@ -97,7 +97,7 @@ func TestRetries(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	ok := strings.Join([]string{lineAgentStart, linePrompt, lineCallStart, lineAnswer, lineAgentEnd}, "\n")
 	for _, exit := range []adapters.Exit{{Code: 130}, {Code: 1}, {Signaled: true}} {
-		if _, v := adapterstest.Replay(New(), Name, []byte(ok), exit); !v.Failed || v.Detail != "" {
+		if _, v := adapterstest.Replay(t, New(), Name, []byte(ok), exit); !v.Failed || v.Detail != "" {
 			t.Errorf("exit %+v: verdict %+v, want failed with no message of pi's", exit, v)
 		}
 	}
@@ -109,12 +109,12 @@ func TestPartialTextAtClose(t *testing.T) {
 	}
 	raw := strings.Join([]string{lineAgentStart, linePrompt, lineCallStart, upd("thinking_delta", "hmm"), upd("text_start", ""),
 		upd("text_delta", "Once upon"), upd("text_delta", " a time"), upd("text_start", ""), upd("text_delta", "Second")}, "\n")
-	evs, _ := adapterstest.Replay(New(), Name, []byte(raw), adapters.Exit{Code: 130})
+	evs, _ := adapterstest.Replay(t, New(), Name, []byte(raw), adapters.Exit{Code: 130})
 	if end := adapterstest.End(t, evs); end.Result == nil || *end.Result != "Once upon a time\nSecond" {
 		t.Errorf("result %v: the text streamed before the interrupt", end.Result)
 	}
 	// A message that ended leaves nothing owed.
-	evs, _ = adapterstest.Replay(New(), Name, []byte(raw+"\n"+lineAnswer+"\n"+lineAgentEnd), adapters.Exit{})
+	evs, _ = adapterstest.Replay(t, New(), Name, []byte(raw+"\n"+lineAnswer+"\n"+lineAgentEnd), adapters.Exit{})
 	if got := adapterstest.Types(evs); got != "start prompt text usage end" {
 		t.Errorf("types %s", got)
 	}
@@ -189,7 +189,7 @@ func TestLaunch(t *testing.T) {
 	// The prompt event names the caller's image path, not the copy.
 	raw := `{"type":"message_end","message":{"role":"user","content":[{"type":"text","text":"@notes -v<file name=\"` +
 		filepath.Join(state, adapters.ImageDir, "1.jpg") + `\"></file>\n"},{"type":"image","data":"x","mimeType":"image/jpeg"}]}}`
-	evs, _ := adapterstest.Replay(a, Name, []byte(raw), adapters.Exit{})
+	evs, _ := adapterstest.Replay(t, a, Name, []byte(raw), adapters.Exit{})
 	if pr := eventstest.Find[*events.Prompt](evs); pr == nil || pr.Text != "@notes -v" || !slices.Equal(pr.Images, []string{img}) {
 		t.Errorf("prompt %+v", pr)
 	}

@@ -48,7 +48,7 @@ func TestRealCaptures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := adapterstest.ReadCapture(t, tt.name)
-			evs, v := adapterstest.Replay(New(), Name, c.Raw, adapters.Exit{Code: c.Exit})
+			evs, v := adapterstest.Replay(t, New(), Name, c.Raw, adapters.Exit{Code: c.Exit})
 			if got := adapterstest.Types(evs); got != tt.types {
 				t.Errorf("types:\n got %s\nwant %s", got, tt.types)
 			}

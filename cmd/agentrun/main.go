@@ -3,6 +3,7 @@
 //	agentrun run --runtime R [flags] PROMPT    run an agent, stream its events
 //	agentrun translate --runtime R             raw runtime output → events
 //	agentrun render --format text|rich         events → human formats
+//	agentrun validate [--schema-only]          check a stream against the contract
 //	agentrun tail FILE                         follow an events file (the Pod's sidecar)
 //	agentrun sandbox [flags] -- COMMAND        a command in the agent's sandbox
 package main
@@ -36,6 +37,7 @@ Usage:
   agentrun run --runtime RUNTIME [flags] PROMPT
   agentrun translate --runtime RUNTIME [--exit-code N] < raw.jsonl
   agentrun render --format text|rich < events.jsonl
+  agentrun validate [--schema-only] < events.jsonl
   agentrun tail [--linger DURATION] events.jsonl
   agentrun sandbox [flags] -- COMMAND [ARGS...]
 
@@ -58,6 +60,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		return translateCmd(args[1:], stdin, stdout, stderr)
 	case "render":
 		return renderCmd(args[1:], stdin, stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdin, stdout, stderr)
 	case "tail":
 		return tailCmd(args[1:], stdout, stderr)
 	case "sandbox":

@@ -13,7 +13,7 @@ import (
 )
 
 // RecentTexts is how many of the latest texts stay in their multi-line
-// text form above the panel (the seed's RECENT_TEXTS).
+// text form above the panel (docs/events.md, "The rich format").
 const RecentTexts = 3
 
 // Control sequences.

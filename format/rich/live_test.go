@@ -111,7 +111,7 @@ func lastLine(ls []string) string {
 	return ls[len(ls)-1]
 }
 
-// The seed's example ends with exactly the text format's lines in the
+// The example stream ends with exactly the text format's lines in the
 // scrollback and on the screen, the panel gone and the cursor back.
 func TestLiveSeedExample(t *testing.T) {
 	evs := readEvents(t, "../text/testdata/seed-example.jsonl")

@@ -1,4 +1,4 @@
-// Package rich is the rich format of seed 003: on a terminal, a dynamic UI
+// Package rich is the rich format of docs/events.md: on a terminal, a dynamic UI
 // of three areas; elsewhere exactly the text format.
 //
 //   - The scroll area: the lines of the text format (format/text), written
@@ -13,7 +13,7 @@
 //     current tool, the elapsed time, the usage so far (in and cached) and
 //     the main agent's context.
 //
-// Readings of the places where the seed is silent or loose:
+// The finer points (docs/events.md, "The rich format", states the rules):
 //
 //   - "The 3 most recent texts in text form, multi-line": each recent text
 //     is drawn as the text format draws it (first line after "text", up to

@@ -14,8 +14,8 @@ const MainLabel = "main"
 
 // Formatter turns events into text-format lines and keeps what the lines
 // depend on: the label of every subagent, the model of every agent and the
-// main agent's last text. It is the seed's TextFormatter: rich takes its
-// labels and models from here, so both formats show the same ones.
+// main agent's last text. rich takes its labels and models from here, so
+// both formats show the same ones (docs/events.md, "The rich format").
 //
 // A Formatter is not safe for concurrent use.
 type Formatter struct {

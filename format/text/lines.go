@@ -7,7 +7,7 @@ import (
 )
 
 // PreviewLines is how many non-blank lines of a text event the text format
-// shows (the seed's text.rs PREVIEW_LINES).
+// shows (docs/events.md, "The text format").
 const PreviewLines = 3
 
 // Line is one output line of the text format.
@@ -99,7 +99,7 @@ func plural(n int, one, many string) string {
 	return "(+" + strconv.Itoa(n) + " " + many + ")"
 }
 
-// ShowResult is the seed's [result] rule: the result is printed before the
+// ShowResult is the [result] rule of docs/events.md: the result is printed before the
 // end line when it has non-blank content and either has more than
 // PreviewLines non-blank lines or differs from the main agent's last text
 // (compared line by line, ignoring blank lines and trailing white space;

@@ -12,7 +12,7 @@ import (
 // and "k" (912 → "0.9k"); else millions with one decimal and "M".
 //
 // The decimal is printf's %.1f (correctly rounded, exact ties to even), and
-// the unit is chosen by the value, as the seed words it: 999_999 is below a
+// the unit is chosen by the value, as docs/events.md words it: 999_999 is below a
 // million, so it is "1000.0k"; 1_250_000 is "1.2M".
 func FormatTokens(n int64) string {
 	switch {

@@ -1,4 +1,4 @@
-// Package text is the text format of seed 003: one line per shown event,
+// Package text is the text format of docs/events.md: one line per shown event,
 // each starting with "[label]", so that grep '^\[explore#1\]' picks out one
 // agent. The package also exports the pieces the rich format reuses: the
 // Formatter (labels, models per agent, the lines of each event), the number,
@@ -22,19 +22,19 @@
 //	[end] rejected DETAIL
 //	[note] TEXT
 //
-// Readings of the places where the seed is silent or loose:
+// The finer points (docs/events.md, "The text format", states the rules):
 //
 //   - One space separates the words of a line ("[main] tool X", "agent
 //     finished 12.4s MODEL"); two spaces come before the usage and between
 //     everything that follows it on a line (usage items, cost, session,
-//     detail), as the seed asks for the usage items. Items that are omitted
+//     detail), as docs/events.md asks for the usage items. Items that are omitted
 //     leave no extra spaces, and no line ends in a space.
 //   - "(denied)" and "(error)" follow the summary after one space; a denied
 //     call shows only "(denied)" (the schema has error false then); error
 //     null shows nothing.
 //   - prompt shows the first non-blank line of the prompt (a prompt that
 //     starts with an empty line would otherwise show nothing); no marker for
-//     further lines, as the seed asks for none.
+//     further lines.
 //   - text splits at \r\n, \n and \r, skips blank (white-space only) lines,
 //     drops trailing white space of the lines it shows and keeps their
 //     leading white space. The "… (+N lines)" line is a continuation line
@@ -43,7 +43,7 @@
 //   - A line whose parent names no subagent_start seen so far is labelled
 //     with the parent id itself.
 //   - subagent_start shows the model of the subagent_start event;
-//     subagent_end shows the subagent's model by the seed's rule (latest
+//     subagent_end shows the subagent's model by the documented rule (latest
 //     usage naming a model, else its subagent_start model). A usage whose
 //     model is null does not hide an earlier known model.
 //   - network: host and port are joined as Go's net.JoinHostPort does, so
@@ -54,7 +54,7 @@
 //   - Token numbers use printf's %.1f (correct rounding, exact ties to
 //     even) and pick the unit by the value: 912 → 0.9k, 999_999 → 1000.0k,
 //     1_000_000 → 1.0M, 1_250_000 → 1.2M. The cached percentage is rounded
-//     half up, as the seed says (四舍五入).
+//     half up, as docs/events.md says.
 //   - detail: all trailing newlines are removed, then each remaining \r\n,
 //     \n or \r becomes one space; an empty detail is omitted. A rejected end
 //     is "[end] rejected DETAIL" only, without seconds or usage.

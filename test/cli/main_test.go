@@ -144,6 +144,7 @@ func runAgentrun(t *testing.T, inv invocation) *result {
 		}
 		r.events = append(r.events, e)
 	}
+	// Every event against the JSON Schema, and the stream rules.
 	for _, err := range eventstest.Check(r.stdout) {
 		t.Errorf("stream contract: %v", err)
 	}
@@ -244,6 +245,9 @@ func checkRawReplays(t *testing.T, r *result, echoesPrompt bool) {
 	cmd := exec.Command(agentrun, args...)
 	cmd.Stdin = bytes.NewReader(r.raw)
 	out, _ := cmd.Output()
+	for _, err := range eventstest.Check(out) {
+		t.Errorf("translate of --raw, stream contract: %v", err)
+	}
 	var replay result
 	replay.stdout = out
 	rd := events.NewReader(bytes.NewReader(out))
