@@ -81,6 +81,12 @@ func TestCRDValidation(t *testing.T) {
 		{"bad host", func(s *v1alpha1.AgentRunSpec) {
 			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"http://x.com/"}}
 		}, "spec.network.allowHosts[0]"},
+		{"IP allow entry without a port", func(s *v1alpha1.AgentRunSpec) {
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5"}}
+		}, "an IP address needs a port"},
+		{"IP allow entry with a port", func(s *v1alpha1.AgentRunSpec) {
+			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5:8080"}}
+		}, ""},
 		{"bad addHosts ip", func(s *v1alpha1.AgentRunSpec) {
 			s.Network.AddHosts = []v1alpha1.HostAddress{{Name: "gw.test", IP: "not-an-ip"}}
 		}, "addHosts[].ip must be an IPv4 or IPv6 address"},

@@ -46,10 +46,17 @@ const (
 	SubagentFailed   = "failed"
 )
 
-// Network denial reasons.
+// Network denial reasons (docs/events.md, "network"). Schema 1 may gain
+// reasons: a consumer treats one it does not know as a refusal.
 const (
 	ReasonNotAllowed     = "not_allowed"
 	ReasonPrivateAddress = "private_address"
+	// ReasonUnresolvable: the name passed the policy but has no address;
+	// nothing was dialed.
+	ReasonUnresolvable = "unresolvable"
+	// ReasonConnectionLimit: the run's proxy connection cap was reached
+	// and every connection was busy.
+	ReasonConnectionLimit = "connection_limit"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.

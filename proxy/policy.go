@@ -213,10 +213,10 @@ func NewPolicy(mode string, allow []string) (*Policy, error) {
 const (
 	// ReasonUnresolvable: the name passed the policy but has no address;
 	// nothing was dialed (502).
-	ReasonUnresolvable = "unresolvable"
+	ReasonUnresolvable = events.ReasonUnresolvable
 	// ReasonConnectionLimit: the run's connection cap was reached and every
 	// connection was busy (503).
-	ReasonConnectionLimit = "connection_limit"
+	ReasonConnectionLimit = events.ReasonConnectionLimit
 )
 
 // Decision is the verdict on one destination.

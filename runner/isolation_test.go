@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -100,7 +101,7 @@ func TestFailureDetail(t *testing.T) {
 	}{
 		{"API Error: 500", "stderr", exitInfo{}, "API Error: 500"},
 		{"", "panic: boom", exitInfo{}, "panic: boom"},
-		{"", "", exitInfo{Exit: adapters.Exit{Code: 137}}, "claude-code exited with code 137: killed by signal 9 (killed)"},
+		{"", "", exitInfo{Exit: adapters.Exit{Signaled: true}, Signal: syscall.SIGKILL}, "claude-code was killed by signal 9 (killed)"},
 		{"", "", exitInfo{Exit: adapters.Exit{Code: 3}}, "claude-code failed with exit code 3 and no error message"},
 	}
 	for _, tt := range tests {

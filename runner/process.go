@@ -337,6 +337,11 @@ func (p *process) wait() exitInfo {
 		return info
 	}
 	info.Code = st.ExitCode()
+	if p.sandbox != nil && info.Code > 128 && info.Code <= 128+64 {
+		// The init could not report (it was killed itself): bubblewrap's
+		// 128+N says a signal ended the sandbox, and the CLI with it.
+		info.Signaled, info.Signal = true, syscall.Signal(info.Code-128)
+	}
 	return info
 }
 

@@ -296,12 +296,6 @@ func failureDetail(msg, stderrTail, runtime string, exit exitInfo) string {
 		return stderrTail
 	case exit.Signaled:
 		return fmt.Sprintf("%s was killed by signal %d (%s)", runtime, int(exit.Signal), exit.Signal)
-	case exit.Code > 128 && exit.Code <= 128+64:
-		// The sandbox's init reports a CLI killed by a signal as such; only
-		// when it could not report (it was killed itself) does bwrap's
-		// 128+N stand in, as shells do.
-		sig := syscall.Signal(exit.Code - 128)
-		return fmt.Sprintf("%s exited with code %d: killed by signal %d (%s)", runtime, exit.Code, int(sig), sig)
 	}
 	return fmt.Sprintf("%s failed with exit code %d and no error message", runtime, exit.Code)
 }

@@ -261,11 +261,15 @@ type Network struct {
 	// +kubebuilder:default=full
 	Mode NetworkMode `json:"mode,omitempty"`
 	// AllowHosts are HOST or HOST:PORT (without a port: 80 and 443);
-	// `*.example.com` matches subdomains. Only with mode custom.
+	// `*.example.com` matches subdomains. An IPv4 address needs its port
+	// (10.0.0.5:8080): it lifts the private-address refusal for exactly
+	// that address and port, an in-cluster model gateway. Only with mode
+	// custom.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=260
 	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.matches('^[0-9.]+$'))",message="network.allowHosts: an IP address needs a port (10.0.0.5:8080), so that the private-address refusal is lifted for that one service only"
 	// +listType=set
 	AllowHosts []string `json:"allowHosts,omitempty"`
 	// AddHosts map names to addresses for the proxy's resolver

@@ -17,7 +17,7 @@ import (
 func sandboxFlags(fs *flag.FlagSet, o *runner.SandboxOptions) {
 	fs.StringVar(&o.Sandbox, "sandbox", "", "bubblewrap (the default on Linux) or none")
 	fs.StringVar(&o.Network, "network", "", "none or full (default full); --allow-host makes it custom")
-	fs.Var((*multi)(&o.AllowHosts), "allow-host", "allow only these hosts, HOST[:PORT], *.suffix, an IP or a CIDR (repeatable)")
+	fs.Var((*multi)(&o.AllowHosts), "allow-host", "allow only these hosts: HOST[:PORT], *.suffix[:PORT], IP:PORT or CIDR:PORT (repeatable)")
 	fs.Var((*multi)(&o.DenyRead), "deny-read", "hide this path from the agent, after the default list (repeatable)")
 	fs.Var((*multi)(&o.AddHosts), "add-host", "resolve NAME to IP in the proxy, NAME=IP (repeatable)")
 	fs.BoolVar(&o.WritableGit, "writable-git", false, "let the agent write the workspace's .git (commit); it is read-only by default")
