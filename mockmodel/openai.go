@@ -146,7 +146,7 @@ func badRequest(w http.ResponseWriter, msg string, param any) {
 // serveOpenAI is the part both APIs share: classify, reply, record. write
 // streams the reply and returns whether it was complete.
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte, api, model string, stream bool, o *openAIConv,
-	write func(ctx context.Context, rep *reply, reasoning int64, id ids) bool) {
+	write func(ctx context.Context, rep *reply, reasoning int64, id ids) bool, whole func(rep *reply, reasoning int64, id ids) obj) {
 	c := o.classify()
 	rep, reasoning := openAIReply(c)
 	s.logRequest(r, body, map[string]any{"api": api, "scenario": c.Scenario, "role": c.Role, "kind": c.Kind, "step": c.Step})
@@ -170,13 +170,15 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 		s.record(call)
 		return
 	}
+	call.Status = http.StatusOK
 	if !stream {
-		call.Status = http.StatusBadRequest
-		badRequest(w, "mockmodel: only streaming requests are served", "stream")
+		// The whole reply at once (the slow scenario's text is not drawn
+		// out: there is no stream to keep open).
+		writeJSON(w, http.StatusOK, whole(&rep, reasoning, id))
+		call.Usage = rep.Usage
 		s.record(call)
 		return
 	}
-	call.Status = http.StatusOK
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {

@@ -318,9 +318,39 @@ func TestOpenAISideAndNonStreaming(t *testing.T) {
 	if c := s.Ledger()[0]; c.Role != RoleSide || evs[len(evs)-1].Name != "response.completed" {
 		t.Errorf("side call %+v", c)
 	}
+	// Not streamed: the whole reply in one object, with its usage.
 	resp = postJSON(t, s.URL()+"/v1/chat/completions", map[string]any{"model": "m", "tools": piTools, "messages": []any{user("scenario:tool")}})
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("non-streaming chat: status %d", resp.StatusCode)
+	var chat struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct{ Name, Arguments string }
+				} `json:"tool_calls"`
+			}
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&chat); err != nil || resp.StatusCode != 200 || chat.Object != "chat.completion" ||
+		len(chat.Choices) != 1 || chat.Choices[0].FinishReason != "tool_calls" || len(chat.Choices[0].Message.ToolCalls) != 1 ||
+		chat.Choices[0].Message.ToolCalls[0].Function.Name != "bash" || chat.Usage.PromptTokens == 0 {
+		t.Errorf("non-streaming chat: status %d %+v %v", resp.StatusCode, chat, err)
+	}
+	if c := s.Ledger()[1]; c.Stream || c.Status != 200 || c.Usage.InputTokens == 0 {
+		t.Errorf("non-streaming call %+v", c)
+	}
+	resp = postJSON(t, s.URL()+"/v1/responses", map[string]any{"model": "m", "tools": codexTools, "input": responsesInput("scenario:tool go")})
+	var whole struct {
+		Object string `json:"object"`
+		Status string `json:"status"`
+		Output []struct{ Type, Name string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&whole); err != nil || whole.Object != "response" || whole.Status != "completed" ||
+		len(whole.Output) == 0 || whole.Output[len(whole.Output)-1].Name != "exec_command" {
+		t.Errorf("non-streaming response: %+v %v", whole, err)
 	}
 	resp = postJSON(t, s.URL()+"/v1/responses", "not an object")
 	if resp.StatusCode != http.StatusBadRequest {
