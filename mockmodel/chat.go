@@ -41,6 +41,8 @@ func (q *chatRequest) conv() *openAIConv {
 			o.steps++
 		case "user":
 			o.userTexts = append(o.userTexts, textParts(m.Content))
+		case "tool":
+			o.lastOutput = textParts(m.Content)
 		}
 	}
 	return o

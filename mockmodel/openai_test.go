@@ -421,3 +421,62 @@ func TestVerifyTurnUsage(t *testing.T) {
 		t.Error("VerifyUsage took one usage event for two calls")
 	}
 }
+
+func TestAPIKeyRequired(t *testing.T) {
+	s := startServer(t, Options{APIKey: "real-key"})
+	body, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "tools": codexTools, "input": responsesInput("scenario:tool go")})
+	for _, tc := range []struct {
+		header, value string
+		status        int
+		key           string
+	}{
+		{"", "", 401, "missing"},
+		{"Authorization", "Bearer agentrun-stand-in-x", 401, "wrong"},
+		{"Authorization", "Bearer real-key", 200, "ok"},
+		{"X-Api-Key", "real-key", 200, "ok"},
+	} {
+		req, _ := http.NewRequest("POST", s.URL()+"/v1/responses", bytes.NewReader(body))
+		if tc.header != "" {
+			req.Header.Set(tc.header, tc.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		l := s.Ledger()
+		if resp.StatusCode != tc.status || l[len(l)-1].Key != tc.key {
+			t.Errorf("%s %q: status %d, call %+v", tc.header, tc.value, resp.StatusCode, l[len(l)-1])
+		}
+	}
+}
+
+// The probe scenario works over the OpenAI APIs too: the command, then
+// its output as the answer.
+func TestOpenAIProbe(t *testing.T) {
+	s := startServer(t, Options{})
+	prompt := "scenario:probe probe<<<echo hi>>>"
+	evs := streamResponses(t, s, responsesInput(prompt))
+	var args string
+	for _, e := range evs {
+		if e.Name == "response.function_call_arguments.done" {
+			args, _ = e.Data["arguments"].(string)
+		}
+	}
+	if !strings.Contains(args, `"cmd":"echo hi"`) {
+		t.Fatalf("first step: arguments %q", args)
+	}
+	items := []any{map[string]any{"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": args},
+		map[string]any{"type": "function_call_output", "call_id": "c1", "output": "hi\n"}}
+	evs = streamResponses(t, s, responsesInput(prompt, items...))
+	var text string
+	for _, e := range evs {
+		if e.Name == "response.output_text.done" {
+			text, _ = e.Data["text"].(string)
+		}
+	}
+	if text != ProbeAnswerPrefix+"hi\n" {
+		t.Errorf("answer %q", text)
+	}
+}

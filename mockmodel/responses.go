@@ -25,6 +25,7 @@ type responsesItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"` // a function_call_output's
 }
 
 // fromModel reports whether an input item is something a model reply
@@ -66,6 +67,9 @@ func (q *responsesRequest) conv() *openAIConv {
 		inRun = false
 		if it.Role == "user" {
 			o.userTexts = append(o.userTexts, textParts(it.Content))
+		}
+		if strings.HasSuffix(it.Type, "_output") {
+			o.lastOutput = textParts(it.Output)
 		}
 	}
 	return o

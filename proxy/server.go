@@ -49,6 +49,9 @@ type Server struct {
 	// way for this long, and ends a forwarded request whose upstream did
 	// not answer or send for as long; 0 means DefaultTunnelIdleTimeout.
 	TunnelIdleTimeout time.Duration
+	// Intercept, when set, sees the requests to the destinations it claims
+	// (see Interceptor); every other tunnel stays opaque.
+	Intercept Interceptor
 
 	once      sync.Once
 	transport *http.Transport
@@ -58,6 +61,11 @@ type Server struct {
 	mu        sync.Mutex    // serialises OnAccess calls
 	seen      map[Access]bool
 	closed    bool
+
+	innerOnce    sync.Once
+	innerSrv     *innerServer
+	tlsOnce      sync.Once
+	tlsTransport *http.Transport
 }
 
 type dialKey struct{}
@@ -128,6 +136,12 @@ func (s *Server) Close() error {
 	err := s.srv.Close()
 	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
+	if s.innerSrv != nil {
+		s.innerSrv.srv.Close()
+	}
+	if s.tlsTransport != nil {
+		s.tlsTransport.CloseIdleConnections()
+	}
 	return err
 }
 
@@ -268,6 +282,10 @@ func (s *Server) connect(w http.ResponseWriter, authority string, defPort int) {
 	if !ok {
 		return
 	}
+	if host, _, _ := splitHostPort(authority, defPort); s.intercepted(host, port) {
+		s.connectIntercepted(w, host, port, d)
+		return
+	}
 	// Not r.Context(): the server cancels it when the client half-closes.
 	up, err := s.dialAddrs(context.Background(), d.Addrs, port)
 	if err != nil {
@@ -291,6 +309,26 @@ func (s *Server) connect(w http.ResponseWriter, authority string, defPort int) {
 		return
 	}
 	tunnel(client, buf.Reader, up, s.tunnelIdle())
+}
+
+// connectIntercepted answers a CONNECT to an intercepted destination: the
+// tunnel ends here, and its requests are relayed one by one.
+func (s *Server) connectIntercepted(w http.ResponseWriter, host string, port int, d Decision) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "agentrun proxy: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
+		client.Close()
+		return
+	}
+	s.intercept(client, buf.Reader, interceptAddr{host: host, port: port, addrs: pinned{addrs: d.Addrs, port: port},
+		server: authorityOf(host, port)})
 }
 
 func (s *Server) tunnelIdle() time.Duration {
@@ -393,7 +431,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialKey{}, pinned{addrs: d.Addrs, port: port}))
+	host, _, _ := splitHostPort(authority, defPort)
+	s.relay(w, r, authority, host, port, pinned{addrs: d.Addrs, port: port})
+}
+
+// relay sends r to its checked destination and streams the answer back;
+// an intercepted destination's interceptor sees both.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host string, port int, dial pinned) {
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialKey{}, dial))
 	defer cancel()
 	// As a tunnel: a request whose upstream moves no byte for so long ends,
 	// rather than hold the client's slot against the cap forever.
@@ -402,8 +447,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	defer idleWatchdog(&last, s.tunnelIdle(), cancel).Stop()
 	out := r.Clone(ctx)
 	out.RequestURI = ""
-	// The destination is the request URI's authority, whatever Host header
-	// the client sent.
+	// The destination is the checked authority, whatever Host header the
+	// client sent.
 	out.Host = authority
 	stripHop(out.Header)
 	if _, sent := r.Header["User-Agent"]; !sent {
@@ -416,7 +461,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	} else {
 		out.Body = activity{out.Body, &last}
 	}
-	resp, err := s.transport.RoundTrip(out)
+	intercepted := s.intercepted(host, port)
+	if intercepted {
+		if refusal := s.Intercept.Request(host, port, out); refusal != "" {
+			tooMany(w, refusal)
+			return
+		}
+	}
+	transport := s.transport
+	if out.URL.Scheme == "https" {
+		transport = s.tlsUpstream()
+	}
+	resp, err := transport.RoundTrip(out)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer for %v", s.tunnelIdle())
@@ -425,6 +481,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 		return
 	}
 	defer resp.Body.Close()
+	if intercepted {
+		s.Intercept.Response(host, port, out, resp)
+	}
 	body := activity{resp.Body, &last}
 	stripHop(resp.Header)
 	for k, v := range resp.Header {
