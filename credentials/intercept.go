@@ -28,7 +28,9 @@ type Interceptor struct {
 func (i *Interceptor) Claims(host string, port int) bool { return len(i.Set.For(host, port)) > 0 }
 
 // Certificate is the authority's certificate for host.
-func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) { return i.Authority.Leaf(host) }
+func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
+	return i.Authority.Leaf(host)
+}
 
 // Roots verify the upstreams.
 func (i *Interceptor) Roots() *x509.CertPool { return i.RootCAs }
