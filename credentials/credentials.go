@@ -261,14 +261,27 @@ type scrubber struct {
 	creds []*Credential
 	in    []byte // read, not yet passed on
 	out   []byte // scrubbed, not yet returned
+	buf   []byte // a read buffer for the slow path
 	err   error
 }
 
 func (s *scrubber) Read(p []byte) (int, error) {
+	if len(s.out) == 0 && len(s.in) == 0 && s.err == nil {
+		// The common case: read straight into p, and pass it on when it
+		// holds no real value and does not end with the start of one.
+		n, err := s.body.Read(p)
+		if !s.touches(p[:n]) {
+			return n, err
+		}
+		s.in, s.err = append(s.in, p[:n]...), err
+		s.process(err != nil)
+	}
 	for len(s.out) == 0 && s.err == nil {
-		buf := make([]byte, 32<<10)
-		n, err := s.body.Read(buf)
-		s.in = append(s.in, buf[:n]...)
+		if cap(s.buf) == 0 {
+			s.buf = make([]byte, 32<<10)
+		}
+		n, err := s.body.Read(s.buf[:cap(s.buf)])
+		s.in = append(s.in, s.buf[:n]...)
 		s.err = err
 		s.process(err != nil)
 	}
@@ -278,6 +291,17 @@ func (s *scrubber) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return 0, s.err
+}
+
+// touches reports whether b holds a real value or ends with the start of
+// one.
+func (s *scrubber) touches(b []byte) bool {
+	for _, c := range s.creds {
+		if bytes.Contains(b, []byte(c.value)) || partialSuffix(b, []byte(c.value)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scrubber) Close() error { return s.body.Close() }

@@ -158,12 +158,30 @@ func (p *sse) endLine() {
 	if !p.skipped {
 		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			data = bytes.TrimPrefix(data, []byte(" "))
-			if len(data) > 0 && data[0] == '{' {
+			if len(data) > 0 && data[0] == '{' && hasUsage(data) {
 				p.apply(data, false)
 			}
 		}
 	}
 	p.line, p.skipped = p.line[:0], false
+}
+
+// hasUsage reports whether an event carries a usage object ("usage"
+// followed by an object, not null): only those are decoded, so a stream's
+// text deltas cost a scan, not a JSON decode.
+func hasUsage(data []byte) bool {
+	for rest := data; ; {
+		i := bytes.Index(rest, []byte(`"usage"`))
+		if i < 0 {
+			return false
+		}
+		rest = bytes.TrimLeft(rest[i+len(`"usage"`):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			if v := bytes.TrimLeft(rest[1:], " \t\r\n"); len(v) > 0 && v[0] == '{' {
+				return true
+			}
+		}
+	}
 }
 
 // jsonBody keeps a whole (non-streamed) body and reads it at the end.

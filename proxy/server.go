@@ -496,6 +496,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 		_, _ = io.CopyBuffer(w, body, buf)
 		return
 	}
+	if intercepted {
+		// Decrypted here and encrypted again: gather what arrives within
+		// a moment into one record instead of one per server-sent event.
+		batchedCopy(w, body, streamBatchDelay)
+		return
+	}
 	flushCopy(w, body)
 }
 
@@ -516,6 +522,60 @@ func (a activity) Read(b []byte) (int, error) {
 // copyBuffer is the size of the blocks the proxy moves: large enough that
 // bulk transfers are not bounded by per-write overhead.
 const copyBuffer = 256 << 10
+
+// streamBatchDelay bounds how long an intercepted stream's bytes wait to
+// be sent with those that follow: well under the 2 ms a request may gain
+// on the credential path, far more than a burst of events takes to arrive.
+const streamBatchDelay = time.Millisecond
+
+// batchedCopy streams the body like flushCopy, but writes what arrives
+// within delay of the first unsent byte (or a half-full buffer) at once.
+func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) {
+	f, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	var timer *time.Timer
+	var werr error
+	pending := make([]byte, 0, copyBuffer)
+	emit := func() { // mu held
+		if len(pending) == 0 || werr != nil {
+			return
+		}
+		if _, werr = w.Write(pending); werr == nil && f != nil {
+			f.Flush()
+		}
+		pending = pending[:0]
+	}
+	chunk := make([]byte, copyBuffer/4)
+	for {
+		n, err := body.Read(chunk)
+		mu.Lock()
+		if n > 0 {
+			pending = append(pending, chunk[:n]...)
+			switch {
+			case len(pending) >= copyBuffer/2:
+				emit()
+			case timer == nil:
+				timer = time.AfterFunc(delay, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					emit()
+					timer = nil
+				})
+			}
+		}
+		stop := err != nil || werr != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	emit()
+}
 
 // flushCopy streams the body, flushing as data arrives (server-sent events
 // from a model API must not wait in a buffer).

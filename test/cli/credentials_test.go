@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -164,5 +165,92 @@ func checkMeter(t *testing.T, end *events.End, ledger []mockmodel.Call) {
 	want.Matches = true
 	if end.Meter == nil || *end.Meter != want {
 		t.Errorf("end.meter %+v, want %+v (end.usage %s)", end.Meter, want, show(end.Usage))
+	}
+}
+
+// TestCredentialBadInput: a --credential that cannot work ends the run as
+// rejected, with the fix, before anything starts, and never shows a value.
+func TestCredentialBadInput(t *testing.T) {
+	badCA := filepath.Join(t.TempDir(), "not-a-ca.pem")
+	if err := os.WriteFile(badCA, []byte("not PEM"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const real = "sk-real-bad-input-0123"
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		detail string
+	}{
+		{"unset", []string{"--credential", "MISSING_KEY=api.test:443"}, nil, "MISSING_KEY is not set in agentrun's environment"},
+		{"empty", []string{"--credential", "EMPTY_KEY=api.test:443"}, []string{"EMPTY_KEY="}, "the variable EMPTY_KEY is empty"},
+		{"no port", []string{"--credential", "KEY=api.test"}, []string{"KEY=" + real}, "is not HOST:PORT"},
+		{"bad host", []string{"--credential", "KEY=bad host:443"}, []string{"KEY=" + real}, "is not a host name"},
+		{"private address", []string{"--credential", "KEY=10.0.0.7:8080"}, []string{"KEY=" + real}, "needs an explicit --allow-host 10.0.0.7:8080"},
+		{"private by --add-host", []string{"--credential", "KEY=gw.test:8080", "--add-host", "gw.test=10.0.0.7"}, []string{"KEY=" + real},
+			"needs an explicit --allow-host 10.0.0.7:8080"},
+		{"also --env", []string{"--credential", "KEY=api.test:443", "--env", "KEY=x"}, []string{"KEY=" + real}, "is also set by --env"},
+		{"bad upstream CA", []string{"--credential", "KEY=api.test:443", "--upstream-ca", badCA}, []string{"KEY=" + real}, "not a readable PEM bundle"},
+		{"bad CA for the CLI", []string{"--credential", "KEY=api.test:443", "--env", "NODE_EXTRA_CA_CERTS=" + badCA}, []string{"KEY=" + real},
+			"which the CLI could not load either"},
+		{"no sandbox", []string{"--credential", "KEY=api.test:443", "--sandbox", "none"}, []string{"KEY=" + real}, "needs the sandbox"},
+		{"no network", []string{"--credential", "KEY=api.test:443", "--network", "none"}, []string{"KEY=" + real}, "needs network access"},
+		{"twice", []string{"--credential", "KEY=a.test:443", "--credential", "KEY=b.test:443"}, []string{"KEY=" + real}, "is given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAgentrun(t, invocation{args: append([]string{"--runtime", "claude-code", "--cwd", t.TempDir()}, tt.args...), prompt: "hi",
+				env: append([]string{"AGENTRUN_CLAUDE_BIN=/bin/false"}, tt.env...)})
+			end := r.end()
+			if len(r.events) != 1 || end == nil || end.Status != events.StatusRejected || !strings.Contains(end.Detail, tt.detail) || r.exit != 2 {
+				t.Fatalf("got %s (exit %d); want a single rejected end containing %q", r.stdout, r.exit, tt.detail)
+			}
+			if strings.Contains(string(r.stdout)+string(r.stderr), real) {
+				t.Errorf("the value appears in the output")
+			}
+		})
+	}
+}
+
+// TestMeterHoldsMaxTokens: a CLI that reports no usage at all cannot
+// overrun --max-tokens: the proxy meters the calls, refuses the ones past
+// the limit, and the run ends with limit.
+func TestMeterHoldsMaxTokens(t *testing.T) {
+	const real = "sk-real-meter-0123456789"
+	srv, err := mockmodel.Start(mockmodel.Options{APIKey: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL())
+	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":false,"messages":[{"role":"user","content":"scenario:tool go"}],"tools":[{"name":"Bash"}]}`
+	// Each call is a new conversation of 130 tokens; nothing is printed,
+	// and the stop (SIGINT) is ignored: the proxy must hold the line.
+	script := fmt.Sprintf(`trap '' INT
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  curl -s -o /dev/null -w "%%{http_code}\n" -H "x-api-key: $ANTHROPIC_API_KEY" -H "content-type: application/json" -d '%s' http://%s:%s/v1/messages >&2
+done`, body, mockHost, u.Port())
+	bin := fakeCLI(t, nil, script)
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(), "--max-tokens", "500",
+		"--credential", "ANTHROPIC_API_KEY=" + mockHost + ":" + u.Port(), "--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
+		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "ANTHROPIC_API_KEY=" + real}})
+	end := r.end()
+	if end == nil || end.Status != events.StatusLimit || !strings.Contains(end.Detail, "--max-tokens 500 reached") || !strings.Contains(end.Detail, "metered") {
+		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+	}
+	served := 0
+	for _, c := range srv.Ledger() {
+		if c.Status == 200 {
+			served++
+		}
+	}
+	if served != 4 {
+		t.Errorf("the mock served %d calls; want 4 (the 4th passes 500 tokens, later ones are refused at the proxy)", served)
+	}
+	if !strings.Contains(string(r.stderr), "429") {
+		t.Errorf("no call was refused at the proxy: %s", r.stderr)
+	}
+	if end.Meter == nil || end.Meter.Calls != 4 || end.Meter.Matches {
+		t.Errorf("end.meter %+v: four calls metered, none reported by the CLI", end.Meter)
 	}
 }
