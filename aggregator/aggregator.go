@@ -329,6 +329,9 @@ type Outcome struct {
 	// SessionID is the id saved into --session-dir, or "" when nothing was
 	// saved (end.session_id is then null even if the runtime had a session).
 	SessionID string
+	// Meter is the filter proxy's count of the model calls (nil without
+	// credentials); Finish sets its Matches against end.usage.
+	Meter *events.Meter
 }
 
 // Finish writes the tool and subagent_end events still owed, then end, and
@@ -364,8 +367,26 @@ func (a *Aggregator) Finish(o Outcome) *events.End {
 	if !o.Started.IsZero() {
 		end.DurationMs = a.now().Sub(o.Started).Milliseconds()
 	}
+	if o.Meter != nil {
+		m := *o.Meter
+		m.Matches = meterMatches(m, end.Usage.TokenCounts)
+		end.Meter = &m
+	}
 	a.emit(events.TypeEnd, end)
 	return end
+}
+
+// meterMatches compares the metered counts with the reported ones, a null
+// report counting as 0.
+func meterMatches(m events.Meter, u events.TokenCounts) bool {
+	v := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	return m.InputTokens == v(u.InputTokens) && m.OutputTokens == v(u.OutputTokens) &&
+		m.CacheReadTokens == v(u.CacheReadTokens) && m.CacheWriteTokens == v(u.CacheWriteTokens)
 }
 
 // SessionID is the runtime's own session id, if it reported one.

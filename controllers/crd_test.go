@@ -81,6 +81,24 @@ func TestCRDValidation(t *testing.T) {
 		{"bad host", func(s *v1alpha1.AgentRunSpec) {
 			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"http://x.com/"}}
 		}, "spec.network.allowHosts[0]"},
+		{"denyRead inside the workspace", func(s *v1alpha1.AgentRunSpec) { s.DenyRead = []string{"/workspace/.env"} },
+			"denyRead paths must be outside the workspace"},
+		{"credentials", func(s *v1alpha1.AgentRunSpec) { s.Credentials = []v1alpha1.Credential{credential("ANTHROPIC_API_KEY", "api.anthropic.com:443")} }, ""},
+		{"credential host without a port", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "api.anthropic.com")}
+		}, "spec.credentials[0].hosts[0]"},
+		{"credentials without the sandbox", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials, s.Sandbox = []v1alpha1.Credential{credential("K", "api.test:443")}, v1alpha1.SandboxNone
+		}, "spec.credentials needs the bubblewrap sandbox"},
+		{"credentials without a network", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials, s.Network = []v1alpha1.Credential{credential("K", "api.test:443")}, v1alpha1.Network{Mode: v1alpha1.NetworkNone}
+		}, "spec.credentials needs network access"},
+		{"credential also in env", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials, s.Env = []v1alpha1.Credential{credential("K", "api.test:443")}, []corev1.EnvVar{{Name: "K", Value: "x"}}
+		}, "a credential's name is also in spec.env"},
+		{"upstreamCA without credentials", func(s *v1alpha1.AgentRunSpec) {
+			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}, Key: "ca.crt"}
+		}, "spec.upstreamCA verifies the credentials' hosts"},
 		{"IP allow entry without a port", func(s *v1alpha1.AgentRunSpec) {
 			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5"}}
 		}, "an IP address needs a port"},
@@ -345,4 +363,9 @@ func TestDemoManifestsAreValid(t *testing.T) {
 			t.Errorf("%s: the demo's AgentRun is rejected: %v", env, err)
 		}
 	}
+}
+
+func credential(name string, hosts ...string) v1alpha1.Credential {
+	return v1alpha1.Credential{Name: name, Hosts: hosts, ValueFrom: v1alpha1.CredentialSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "k"}}}
 }

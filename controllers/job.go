@@ -43,16 +43,19 @@ const (
 	AgentContainer  = "agent"
 	EventsContainer = "events"
 
-	sharedVolume    = "agentrun"
-	sharedDir       = "/agentrun"
-	EventsFile      = sharedDir + "/events.jsonl"
-	RawFile         = sharedDir + "/raw.jsonl"
-	workspaceVolume = "workspace"
-	WorkspaceDir    = "/workspace"
-	sessionsVolume  = "sessions"
-	SessionsDir     = "/sessions"
-	imagesVolume    = "images"
-	imagesDir       = "/agentrun-images"
+	sharedVolume     = "agentrun"
+	sharedDir        = "/agentrun"
+	EventsFile       = sharedDir + "/events.jsonl"
+	RawFile          = sharedDir + "/raw.jsonl"
+	workspaceVolume  = "workspace"
+	WorkspaceDir     = "/workspace"
+	sessionsVolume   = "sessions"
+	SessionsDir      = "/sessions"
+	imagesVolume     = "images"
+	imagesDir        = "/agentrun-images"
+	upstreamCAVolume = "upstream-ca"
+	upstreamCADir    = "/agentrun-upstream-ca"
+	upstreamCAFile   = upstreamCADir + "/ca.pem"
 	// promptEnv carries a prompt from a ConfigMap or Secret; the kubelet
 	// expands $(AGENTRUN_PROMPT) in the argument list.
 	promptEnv = "AGENTRUN_PROMPT"
@@ -201,6 +204,11 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 
 	volumes, agentMounts := volumes(spec)
 	env := append([]corev1.EnvVar{}, spec.Env...)
+	// A credential's Secret reaches the runner's own environment only:
+	// the sandbox gets a stand-in (--credential), never --pass-env.
+	for _, c := range spec.Credentials {
+		env = append(env, corev1.EnvVar{Name: c.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: c.ValueFrom.SecretKeyRef.DeepCopy()}})
+	}
 	if p := spec.Prompt; p.ConfigMapKeyRef != nil || p.SecretKeyRef != nil {
 		src := &corev1.EnvVarSource{ConfigMapKeyRef: p.ConfigMapKeyRef, SecretKeyRef: p.SecretKeyRef}
 		env = append(env, corev1.EnvVar{Name: promptEnv, ValueFrom: src})
@@ -327,6 +335,12 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 		mounts = append(mounts, corev1.VolumeMount{Name: sessionsVolume, MountPath: SessionsDir})
 	}
 
+	if ca := spec.UpstreamCA; ca != nil {
+		vols = append(vols, corev1.Volume{Name: upstreamCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: ca.LocalObjectReference, Items: []corev1.KeyToPath{{Key: ca.Key, Path: path.Base(upstreamCAFile)}}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: upstreamCAVolume, MountPath: upstreamCADir, ReadOnly: true})
+	}
+
 	var sources []corev1.VolumeProjection
 	for i, img := range spec.Images {
 		switch {
@@ -412,6 +426,15 @@ func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
 	}
 	for _, e := range spec.EnvFrom {
 		a = append(a, "--pass-env", literal(e.Prefix)+"*")
+	}
+	// The real value stays with the runner (its environment holds the
+	// Secret); the agent gets a stand-in, which the proxy swaps for it on
+	// the way to these hosts.
+	for _, c := range spec.Credentials {
+		a = append(a, "--credential", literal(c.Name+"="+strings.Join(c.Hosts, ",")))
+	}
+	if spec.UpstreamCA != nil {
+		a = append(a, "--upstream-ca", upstreamCAFile)
 	}
 	if s := spec.Session; s != nil && s.ClaimName != "" {
 		a = append(a, "--session-dir", SessionsDir)

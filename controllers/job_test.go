@@ -68,6 +68,13 @@ func TestAgentArgs(t *testing.T) {
 			"--session-dir", "/sessions", "--resume", "abc-123",
 			"--image", "/workspace/shots/a.png", "--image", "/agentrun-images/1/b.jpg", "--image", "/agentrun-images/2/c.webp",
 			"--", "fix the failing test"}},
+		{"credentials", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "gw.internal:8080"},
+				ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}}}}
+			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full",
+			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
+			"--", "fix the failing test"}},
 		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
 			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "$(AGENTRUN_PROMPT)"}},
@@ -275,3 +282,48 @@ func TestSeccompOverride(t *testing.T) {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// TestCredentialsReachTheRunnerOnly: a credential's Secret is in the agent
+// container's environment (the runner's), never passed into the sandbox,
+// and the upstream CA is mounted read-only where --upstream-ca points.
+func TestCredentialsReachTheRunnerOnly(t *testing.T) {
+	ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}
+	run := newRun("r", func(s *v1alpha1.AgentRunSpec) {
+		s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443"}, ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: ref}}}
+		s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
+	})
+	pod := BuildJob(run, JobConfig{RunnerImage: "runner:test"}).Spec.Template.Spec
+	agent := pod.Containers[0]
+	var found bool
+	for _, e := range agent.Env {
+		if e.Name == "ANTHROPIC_API_KEY" {
+			found = e.ValueFrom != nil && reflect.DeepEqual(e.ValueFrom.SecretKeyRef, ref) && e.Value == ""
+		}
+	}
+	if !found {
+		t.Errorf("the credential's Secret is not in the runner's environment: %+v", agent.Env)
+	}
+	for i, a := range agent.Args {
+		if a == "--pass-env" && agent.Args[i+1] == "ANTHROPIC_API_KEY" {
+			t.Errorf("the credential is passed into the sandbox")
+		}
+	}
+	for _, c := range pod.InitContainers {
+		for _, e := range c.Env {
+			if e.Name == "ANTHROPIC_API_KEY" {
+				t.Errorf("the events sidecar gets the credential")
+			}
+		}
+	}
+	var mounted bool
+	for _, m := range agent.VolumeMounts {
+		mounted = mounted || (m.MountPath == "/agentrun-upstream-ca" && m.ReadOnly)
+	}
+	var vol bool
+	for _, v := range pod.Volumes {
+		vol = vol || (v.ConfigMap != nil && v.ConfigMap.Name == "gw-ca" && v.ConfigMap.Items[0].Key == "ca.crt" && v.ConfigMap.Items[0].Path == "ca.pem")
+	}
+	if !mounted || !vol {
+		t.Errorf("the upstream CA is not mounted: %+v %+v", agent.VolumeMounts, pod.Volumes)
+	}
+}

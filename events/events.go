@@ -108,6 +108,9 @@ type Start struct {
 	Cwd      string   `json:"cwd"`
 	Argv     []string `json:"argv"`
 	Env      []string `json:"env"`
+	// Credentials names the variables the agent holds only a stand-in for
+	// (--credential); absent when there are none.
+	Credentials []string `json:"credentials,omitempty"`
 }
 
 // Prompt carries the prompt the runtime received.
@@ -196,6 +199,23 @@ type End struct {
 	Usage      Totals  `json:"usage"`
 	Result     *string `json:"result"`
 	SessionID  *string `json:"session_id"`
+	// Meter is what the filter proxy counted of the model calls to the
+	// credential destinations, from the API's own responses; absent when
+	// the run has no credentials.
+	Meter *Meter `json:"meter,omitempty"`
+}
+
+// Meter is end.meter: the metered calls and tokens (never null: a call the
+// API reported nothing for counts 0), and whether they equal end.usage.
+type Meter struct {
+	Calls            int   `json:"calls"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// Matches is true when each count equals end.usage's (null there
+	// counting as 0): the CLI reported what the API did.
+	Matches bool `json:"matches"`
 }
 
 // TokenCounts are the five summable usage fields.

@@ -57,10 +57,11 @@ spec:
   model: ${DEMO_MODEL:-sonnet}
   prompt:
     text: "List the files in the workspace with ls, then say in one sentence what you found."
-  env:
+  credentials:
     - name: ANTHROPIC_API_KEY
       valueFrom:
         secretKeyRef: {name: agent-keys, key: anthropic}
+      hosts: [api.anthropic.com:443]
   timeout: 5m
   limits:
     maxTurns: 5
@@ -84,11 +85,13 @@ spec:
   env:
     - name: ANTHROPIC_BASE_URL
       value: http://mock-model.test:$mock_port
+    - name: CLAUDE_CODE_MAX_RETRIES
+      value: "1"
+  credentials:
     - name: ANTHROPIC_API_KEY
       valueFrom:
         secretKeyRef: {name: agent-keys, key: anthropic}
-    - name: CLAUDE_CODE_MAX_RETRIES
-      value: "1"
+      hosts: [mock-model.test:$mock_port]
   timeout: 5m
   network:
     mode: custom
@@ -108,7 +111,9 @@ start_mock() {
     return
   fi
   : >"$demo/mock.url"
-  setsid "$demo/mockmodel" --addr 127.0.0.1:0 >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
+  # The mock answers only calls with the demo's key, which only the
+  # runner holds: the agent has a stand-in (spec.credentials).
+  DEMO_KEY=$1 setsid "$demo/mockmodel" --addr 127.0.0.1:0 --api-key-env DEMO_KEY >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
   echo $! >"$demo/mockmodel.pid"
   for _ in $(seq 50); do [ -s "$demo/mock.url" ] && break; sleep 0.1; done
   stop_pid "$demo/forward.pid"
@@ -138,7 +143,7 @@ up() {
   if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
     key=$ANTHROPIC_API_KEY
   else
-    start_mock
+    start_mock "$key"
   fi
   "$kubectl" delete agentrun "$name" --ignore-not-found --wait=true >/dev/null
   # The key goes through a pipe (printf is a builtin), never into a

@@ -41,6 +41,8 @@ func (q *chatRequest) conv() *openAIConv {
 			o.steps++
 		case "user":
 			o.userTexts = append(o.userTexts, textParts(m.Content))
+		case "tool":
+			o.lastOutput = textParts(m.Content)
 		}
 	}
 	return o
@@ -63,7 +65,38 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 			rep.Usage = Usage{}
 		}
 		return ok
+	}, func(rep *reply, reasoning int64, id ids) obj {
+		return rep.wholeChat(q.Model, id, o, reasoning)
 	})
+}
+
+// wholeChat is the reply as one chat.completion object: the message with
+// its text, reasoning and tool calls, and the usage.
+func (r *reply) wholeChat(model string, id ids, o *openAIConv, reasoning int64) obj {
+	var text, thinking string
+	var calls []any
+	for i, b := range r.Blocks {
+		switch b.Type {
+		case "thinking":
+			thinking += b.Text
+		case "text":
+			text += b.Text
+		case "tool_use":
+			name, args := shellCall(b, o)
+			calls = append(calls, obj{{"id", id.tool(i)}, {"type", "function"}, {"function", obj{{"name", name}, {"arguments", args}}}})
+		}
+	}
+	msg := obj{{"role", "assistant"}, {"content", text}, {"refusal", nil}}
+	if thinking != "" {
+		msg = append(msg, kv{"reasoning_content", thinking})
+	}
+	finish := "stop"
+	if len(calls) > 0 {
+		msg, finish = append(msg, kv{"tool_calls", calls}), "tool_calls"
+	}
+	return obj{{"id", id.msg}, {"object", "chat.completion"}, {"created", mockCreated}, {"model", model}, {"system_fingerprint", "fp_mock"},
+		{"choices", []any{obj{{"index", 0}, {"message", msg}, {"logprobs", nil}, {"finish_reason", finish}}}},
+		{"usage", chatUsage(r.Usage, reasoning)}}
 }
 
 // chatUsage is a Chat Completions usage object: prompt_tokens includes the

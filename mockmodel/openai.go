@@ -46,9 +46,21 @@ func openAIUsage(role string, k int) (u Usage, reasoning int64) {
 
 // openAIConv is what the mock reads from an OpenAI request, whichever API.
 type openAIConv struct {
-	userTexts []string // the text of each user message, in order
-	steps     int      // model replies already in the conversation
-	tools     []string // names of the function tools offered
+	userTexts  []string // the text of each user message, in order
+	steps      int      // model replies already in the conversation
+	tools      []string // names of the function tools offered
+	lastOutput string   // the latest tool output in the conversation
+}
+
+// promptText is the first user text with a scenario marker (codex sends
+// its environment context before the prompt).
+func (o *openAIConv) promptText() string {
+	for _, t := range o.userTexts {
+		if sc, _ := markers(t); sc != "" {
+			return t
+		}
+	}
+	return ""
 }
 
 func (o *openAIConv) hasTool(name string) bool {
@@ -78,9 +90,12 @@ func (o *openAIConv) classify() conv {
 // openAIReply is the scripted reply for c with the usage of its role and
 // step. The subagent scenarios answer with plain text: no request offers
 // an Agent tool.
-func openAIReply(c conv) (reply, int64) {
+func openAIReply(c conv, o *openAIConv) (reply, int64) {
 	r := reply{Blocks: []block{text("OK")}}
-	if c.Role == RoleMain {
+	switch {
+	case c.Role == RoleMain && c.Scenario == "probe":
+		r = probeReply(c.Step, o.promptText(), o.lastOutput)
+	case c.Role == RoleMain:
 		r = mainReply(c, &messagesRequest{})
 	}
 	u, reasoning := openAIUsage(c.Role, c.Step)
@@ -146,11 +161,11 @@ func badRequest(w http.ResponseWriter, msg string, param any) {
 // serveOpenAI is the part both APIs share: classify, reply, record. write
 // streams the reply and returns whether it was complete.
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte, api, model string, stream bool, o *openAIConv,
-	write func(ctx context.Context, rep *reply, reasoning int64, id ids) bool) {
+	write func(ctx context.Context, rep *reply, reasoning int64, id ids) bool, whole func(rep *reply, reasoning int64, id ids) obj) {
 	c := o.classify()
-	rep, reasoning := openAIReply(c)
+	rep, reasoning := openAIReply(c, o)
 	s.logRequest(r, body, map[string]any{"api": api, "scenario": c.Scenario, "role": c.Role, "kind": c.Kind, "step": c.Step})
-	call := Call{API: api, Scenario: c.Scenario, Role: c.Role, Kind: c.Kind, Step: c.Step, Model: model, Stream: stream}
+	call := Call{API: api, Scenario: c.Scenario, Role: c.Role, Kind: c.Kind, Step: c.Step, Model: model, Stream: stream, Key: s.keyOf()}
 	who := c.Kind
 	if who == "" {
 		who = c.Role
@@ -170,13 +185,15 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 		s.record(call)
 		return
 	}
+	call.Status = http.StatusOK
 	if !stream {
-		call.Status = http.StatusBadRequest
-		badRequest(w, "mockmodel: only streaming requests are served", "stream")
+		// The whole reply at once (the slow scenario's text is not drawn
+		// out: there is no stream to keep open).
+		writeJSON(w, http.StatusOK, whole(&rep, reasoning, id))
+		call.Usage = rep.Usage
 		s.record(call)
 		return
 	}
-	call.Status = http.StatusOK
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {

@@ -318,9 +318,39 @@ func TestOpenAISideAndNonStreaming(t *testing.T) {
 	if c := s.Ledger()[0]; c.Role != RoleSide || evs[len(evs)-1].Name != "response.completed" {
 		t.Errorf("side call %+v", c)
 	}
+	// Not streamed: the whole reply in one object, with its usage.
 	resp = postJSON(t, s.URL()+"/v1/chat/completions", map[string]any{"model": "m", "tools": piTools, "messages": []any{user("scenario:tool")}})
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("non-streaming chat: status %d", resp.StatusCode)
+	var chat struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct{ Name, Arguments string }
+				} `json:"tool_calls"`
+			}
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&chat); err != nil || resp.StatusCode != 200 || chat.Object != "chat.completion" ||
+		len(chat.Choices) != 1 || chat.Choices[0].FinishReason != "tool_calls" || len(chat.Choices[0].Message.ToolCalls) != 1 ||
+		chat.Choices[0].Message.ToolCalls[0].Function.Name != "bash" || chat.Usage.PromptTokens == 0 {
+		t.Errorf("non-streaming chat: status %d %+v %v", resp.StatusCode, chat, err)
+	}
+	if c := s.Ledger()[1]; c.Stream || c.Status != 200 || c.Usage.InputTokens == 0 {
+		t.Errorf("non-streaming call %+v", c)
+	}
+	resp = postJSON(t, s.URL()+"/v1/responses", map[string]any{"model": "m", "tools": codexTools, "input": responsesInput("scenario:tool go")})
+	var whole struct {
+		Object string `json:"object"`
+		Status string `json:"status"`
+		Output []struct{ Type, Name string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&whole); err != nil || whole.Object != "response" || whole.Status != "completed" ||
+		len(whole.Output) == 0 || whole.Output[len(whole.Output)-1].Name != "exec_command" {
+		t.Errorf("non-streaming response: %+v %v", whole, err)
 	}
 	resp = postJSON(t, s.URL()+"/v1/responses", "not an object")
 	if resp.StatusCode != http.StatusBadRequest {
@@ -389,5 +419,64 @@ func TestVerifyTurnUsage(t *testing.T) {
 	}
 	if errs := VerifyUsage(turn(410, 3000, 65), ledger, false); len(errs) == 0 {
 		t.Error("VerifyUsage took one usage event for two calls")
+	}
+}
+
+func TestAPIKeyRequired(t *testing.T) {
+	s := startServer(t, Options{APIKey: "real-key"})
+	body, _ := json.Marshal(map[string]any{"model": "m", "stream": true, "tools": codexTools, "input": responsesInput("scenario:tool go")})
+	for _, tc := range []struct {
+		header, value string
+		status        int
+		key           string
+	}{
+		{"", "", 401, "missing"},
+		{"Authorization", "Bearer agentrun-stand-in-x", 401, "wrong"},
+		{"Authorization", "Bearer real-key", 200, "ok"},
+		{"X-Api-Key", "real-key", 200, "ok"},
+	} {
+		req, _ := http.NewRequest("POST", s.URL()+"/v1/responses", bytes.NewReader(body))
+		if tc.header != "" {
+			req.Header.Set(tc.header, tc.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		l := s.Ledger()
+		if resp.StatusCode != tc.status || l[len(l)-1].Key != tc.key {
+			t.Errorf("%s %q: status %d, call %+v", tc.header, tc.value, resp.StatusCode, l[len(l)-1])
+		}
+	}
+}
+
+// The probe scenario works over the OpenAI APIs too: the command, then
+// its output as the answer.
+func TestOpenAIProbe(t *testing.T) {
+	s := startServer(t, Options{})
+	prompt := "scenario:probe probe<<<echo hi>>>"
+	evs := streamResponses(t, s, responsesInput(prompt))
+	var args string
+	for _, e := range evs {
+		if e.Name == "response.function_call_arguments.done" {
+			args, _ = e.Data["arguments"].(string)
+		}
+	}
+	if !strings.Contains(args, `"cmd":"echo hi"`) {
+		t.Fatalf("first step: arguments %q", args)
+	}
+	items := []any{map[string]any{"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": args},
+		map[string]any{"type": "function_call_output", "call_id": "c1", "output": "hi\n"}}
+	evs = streamResponses(t, s, responsesInput(prompt, items...))
+	var text string
+	for _, e := range evs {
+		if e.Name == "response.output_text.done" {
+			text, _ = e.Data["text"].(string)
+		}
+	}
+	if text != ProbeAnswerPrefix+"hi\n" {
+		t.Errorf("answer %q", text)
 	}
 }

@@ -25,6 +25,7 @@ type responsesItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"` // a function_call_output's
 }
 
 // fromModel reports whether an input item is something a model reply
@@ -67,6 +68,9 @@ func (q *responsesRequest) conv() *openAIConv {
 		if it.Role == "user" {
 			o.userTexts = append(o.userTexts, textParts(it.Content))
 		}
+		if strings.HasSuffix(it.Type, "_output") {
+			o.lastOutput = textParts(it.Output)
+		}
 	}
 	return o
 }
@@ -82,7 +86,47 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request, body []
 	s.serveOpenAI(w, r, body, APIResponses, q.Model, q.Stream, o, func(ctx context.Context, rep *reply, reasoning int64, id ids) bool {
 		f, _ := w.(http.Flusher)
 		return rep.streamResponses(ctx, &sseWriter{w: w, f: f}, q.Model, id, o, reasoning, s.opts)
+	}, func(rep *reply, reasoning int64, id ids) obj {
+		return rep.wholeResponse(q.Model, id, o, reasoning)
 	})
+}
+
+// wholeResponse is the reply as one Responses API response object: the
+// output items the stream would end with, and the usage.
+func (r *reply) wholeResponse(model string, id ids, o *openAIConv, reasoning int64) obj {
+	suffix := strings.TrimPrefix(id.msg, "resp_")
+	output := []any{}
+	for i, b := range r.Blocks {
+		switch b.Type {
+		case "thinking":
+			output = append(output, reasoningItem("rs_"+suffix+"_"+strconv.Itoa(i), b.Text))
+		case "text":
+			output = append(output, messageItem("msg_"+suffix+"_"+strconv.Itoa(i), b.Text))
+		case "tool_use":
+			name, args := shellCall(b, o)
+			output = append(output, functionCallItem("fc_"+suffix+"_"+strconv.Itoa(i), id.tool(i), name, "completed", args))
+		}
+	}
+	return responseObject(id.msg, model, "completed", output, responsesUsage(r.Usage, reasoning))
+}
+
+// responseObject is a Responses API response.
+func responseObject(id, model, status string, output []any, usage any) obj {
+	return obj{{"id", id}, {"object", "response"}, {"created_at", mockCreated}, {"status", status},
+		{"error", nil}, {"model", model}, {"output", output}, {"parallel_tool_calls", true}, {"usage", usage}}
+}
+
+func reasoningItem(id, text string) obj {
+	return obj{{"id", id}, {"type", "reasoning"}, {"summary", []any{obj{{"type", "summary_text"}, {"text", text}}}}}
+}
+
+func messageItem(id, text string) obj {
+	content := obj{{"type", "output_text"}, {"annotations", []any{}}, {"text", text}}
+	return obj{{"id", id}, {"type", "message"}, {"status", "completed"}, {"content", []any{content}}, {"role", "assistant"}}
+}
+
+func functionCallItem(id, callID, name, status, args string) obj {
+	return obj{{"id", id}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", callID}, {"name", name}}
 }
 
 // responsesUsage is a Responses API usage object: input_tokens includes the
@@ -108,8 +152,7 @@ func (r *reply) streamResponses(ctx context.Context, d *sseWriter, model string,
 		seq++
 	}
 	response := func(status string, output []any, usage any) obj {
-		return obj{{"id", id.msg}, {"object", "response"}, {"created_at", mockCreated}, {"status", status},
-			{"error", nil}, {"model", model}, {"output", output}, {"parallel_tool_calls", true}, {"usage", usage}}
+		return responseObject(id.msg, model, status, output, usage)
 	}
 	ev("response.created", obj{{"response", response("in_progress", []any{}, nil)}})
 	ev("response.in_progress", obj{{"response", response("in_progress", []any{}, nil)}})
@@ -128,7 +171,7 @@ func (r *reply) streamResponses(ctx context.Context, d *sseWriter, model string,
 			}
 			ev("response.reasoning_summary_text.done", append(part, kv{"text", b.Text}))
 			ev("response.reasoning_summary_part.done", append(part, kv{"part", obj{{"type", "summary_text"}, {"text", b.Text}}}))
-			item := obj{{"id", itemID}, {"type", "reasoning"}, {"summary", []any{obj{{"type", "summary_text"}, {"text", b.Text}}}}}
+			item := reasoningItem(itemID, b.Text)
 			ev("response.output_item.done", append(at, kv{"item", item}))
 			output = append(output, item)
 		case "text":
@@ -156,15 +199,13 @@ func (r *reply) streamResponses(ctx context.Context, d *sseWriter, model string,
 			content := obj{{"type", "output_text"}, {"annotations", []any{}}, {"text", text}}
 			ev("response.output_text.done", append(part, kv{"text", text}))
 			ev("response.content_part.done", append(part, kv{"part", content}))
-			item := obj{{"id", itemID}, {"type", "message"}, {"status", "completed"}, {"content", []any{content}}, {"role", "assistant"}}
+			item := messageItem(itemID, text)
 			ev("response.output_item.done", append(at, kv{"item", item}))
 			output = append(output, item)
 		case "tool_use":
 			name, args := shellCall(b, o)
 			itemID := "fc_" + suffix + "_" + strconv.Itoa(i)
-			call := func(status, args string) obj {
-				return obj{{"id", itemID}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", id.tool(i)}, {"name", name}}
-			}
+			call := func(status, args string) obj { return functionCallItem(itemID, id.tool(i), name, status, args) }
 			ev("response.output_item.added", append(at, kv{"item", call("in_progress", "")}))
 			for _, p := range splitFragments(args, 3) {
 				ev("response.function_call_arguments.delta", obj{{"item_id", itemID}, {"output_index", i}, {"delta", p}})

@@ -181,17 +181,7 @@ func mainReply(c conv, req *messagesRequest) reply {
 		}
 		return reply{Blocks: []block{text("The host was blocked.")}}
 	case "probe":
-		// The command the prompt gives between "probe<<<" and ">>>", then
-		// its output as the answer: a test sees what the agent saw. Only
-		// the Messages API carries the prompt here.
-		if k == 0 {
-			cmd := probeCommand(req.firstUserText())
-			if cmd == "" {
-				return reply{Blocks: []block{text("mockmodel: the probe scenario needs probe<<<COMMAND>>> in the prompt")}}
-			}
-			return reply{Blocks: []block{bash(cmd, "Probe the sandbox")}}
-		}
-		return reply{Blocks: []block{text(ProbeAnswerPrefix + req.lastToolResult())}}
+		return probeReply(k, req.firstUserText(), req.lastToolResult())
 	case "error401":
 		return reply{Status: 401, ErrType: "authentication_error", ErrMsg: "invalid x-api-key"}
 	case "error500":
@@ -200,6 +190,19 @@ func mainReply(c conv, req *messagesRequest) reply {
 		return reply{Blocks: []block{text("")}, Slow: true, SlowChunk: "slow "}
 	}
 	return reply{Blocks: []block{text(fmt.Sprintf("mockmodel: unknown scenario %q", c.Scenario))}}
+}
+
+// probeReply runs the command the prompt gives between "probe<<<" and
+// ">>>", then answers with its output: a test sees what the agent saw.
+func probeReply(step int, prompt, lastResult string) reply {
+	if step == 0 {
+		cmd := probeCommand(prompt)
+		if cmd == "" {
+			return reply{Blocks: []block{text("mockmodel: the probe scenario needs probe<<<COMMAND>>> in the prompt")}}
+		}
+		return reply{Blocks: []block{bash(cmd, "Probe the sandbox")}}
+	}
+	return reply{Blocks: []block{text(ProbeAnswerPrefix + lastResult)}}
 }
 
 // NoSubagentToolReply is the answer of the subagent scenarios when the

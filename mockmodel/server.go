@@ -65,6 +65,10 @@ type Options struct {
 	// main-agent calls right after message_start, as a failing network
 	// or gateway would; the ledger marks them aborted.
 	CutStreams int
+	// APIKey, when set, is the key every model call must present (as
+	// x-api-key or Authorization: Bearer): a call without it is answered
+	// 401 and recorded with Call.Key "missing" or "wrong".
+	APIKey string
 }
 
 // Call is one served model call (POST /v1/messages, /v1/responses or
@@ -80,6 +84,9 @@ type Call struct {
 	Model  string `json:"model"` // the request's "model", which the reply echoes
 	Status int    `json:"status"`
 	Stream bool   `json:"stream"`
+	// Key is how the call presented Options.APIKey: "ok", "wrong" or
+	// "missing" ("" when the mock checks none).
+	Key string `json:"key,omitempty"`
 	// Usage as served: the final values, or for a stream cut before its
 	// message_delta the message_start values (output 1); zero for errors.
 	// Input is without cache hits whatever the API (see openai.go).
@@ -262,6 +269,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("request-id", reqID)
 
 	const modelsPrefix = "/v1/models/"
+	if api, ok := modelAPIs[r.URL.Path]; ok && r.Method == http.MethodPost && s.opts.APIKey != "" {
+		if key := s.presentedKey(r); key != "ok" {
+			s.logRequest(r, body, map[string]any{"key": key})
+			s.record(Call{API: api, Status: http.StatusUnauthorized, Key: key})
+			if api == "" {
+				writeJSON(w, http.StatusUnauthorized, errorBody("authentication_error", "mockmodel: invalid x-api-key", reqID))
+			} else {
+				writeJSON(w, http.StatusUnauthorized, openAIError(http.StatusUnauthorized))
+			}
+			return
+		}
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		s.handleMessages(w, r, body, reqID)
@@ -293,6 +312,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// modelAPIs are the model calls' paths and their Call.API.
+var modelAPIs = map[string]string{"/v1/messages": "", "/v1/responses": APIResponses, "/v1/chat/completions": APIChat}
+
+// presentedKey classifies the key a request presents against Options.APIKey.
+func (s *Server) presentedKey(r *http.Request) string {
+	got := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); got == "" && auth != "" {
+		got = strings.TrimPrefix(auth, "Bearer ")
+	}
+	switch {
+	case got == "":
+		return "missing"
+	case got != s.opts.APIKey:
+		return "wrong"
+	}
+	return "ok"
+}
+
+// keyOf is Call.Key of an accepted call.
+func (s *Server) keyOf() string {
+	if s.opts.APIKey == "" {
+		return ""
+	}
+	return "ok"
+}
+
 func modelInfo(id string) obj {
 	return obj{{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", "2025-01-01T00:00:00Z"}}
 }
@@ -308,7 +353,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, body []b
 	rep := s.reply(c, &req)
 	s.logRequest(r, body, map[string]any{"scenario": c.Scenario, "role": c.Role, "kind": c.Kind, "step": c.Step})
 
-	call := Call{Scenario: c.Scenario, Role: c.Role, Kind: c.Kind, Step: c.Step, Model: req.Model, Stream: req.Stream}
+	call := Call{Scenario: c.Scenario, Role: c.Role, Kind: c.Kind, Step: c.Step, Model: req.Model, Stream: req.Stream, Key: s.keyOf()}
 	who := c.Kind
 	if who == "" {
 		who = c.Role

@@ -49,6 +49,9 @@ type Server struct {
 	// way for this long, and ends a forwarded request whose upstream did
 	// not answer or send for as long; 0 means DefaultTunnelIdleTimeout.
 	TunnelIdleTimeout time.Duration
+	// Intercept, when set, sees the requests to the destinations it claims
+	// (see Interceptor); every other tunnel stays opaque.
+	Intercept Interceptor
 
 	once      sync.Once
 	transport *http.Transport
@@ -58,6 +61,11 @@ type Server struct {
 	mu        sync.Mutex    // serialises OnAccess calls
 	seen      map[Access]bool
 	closed    bool
+
+	innerOnce    sync.Once
+	innerSrv     *innerServer
+	tlsOnce      sync.Once
+	tlsTransport *http.Transport
 }
 
 type dialKey struct{}
@@ -128,6 +136,12 @@ func (s *Server) Close() error {
 	err := s.srv.Close()
 	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
+	if s.innerSrv != nil {
+		s.innerSrv.srv.Close()
+	}
+	if s.tlsTransport != nil {
+		s.tlsTransport.CloseIdleConnections()
+	}
 	return err
 }
 
@@ -268,6 +282,10 @@ func (s *Server) connect(w http.ResponseWriter, authority string, defPort int) {
 	if !ok {
 		return
 	}
+	if host, _, _ := splitHostPort(authority, defPort); s.intercepted(host, port) {
+		s.connectIntercepted(w, host, port, d)
+		return
+	}
 	// Not r.Context(): the server cancels it when the client half-closes.
 	up, err := s.dialAddrs(context.Background(), d.Addrs, port)
 	if err != nil {
@@ -291,6 +309,26 @@ func (s *Server) connect(w http.ResponseWriter, authority string, defPort int) {
 		return
 	}
 	tunnel(client, buf.Reader, up, s.tunnelIdle())
+}
+
+// connectIntercepted answers a CONNECT to an intercepted destination: the
+// tunnel ends here, and its requests are relayed one by one.
+func (s *Server) connectIntercepted(w http.ResponseWriter, host string, port int, d Decision) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "agentrun proxy: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
+		client.Close()
+		return
+	}
+	s.intercept(client, buf.Reader, interceptAddr{host: host, port: port, addrs: pinned{addrs: d.Addrs, port: port},
+		server: authorityOf(host, port)})
 }
 
 func (s *Server) tunnelIdle() time.Duration {
@@ -393,7 +431,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialKey{}, pinned{addrs: d.Addrs, port: port}))
+	host, _, _ := splitHostPort(authority, defPort)
+	s.relay(w, r, authority, host, port, pinned{addrs: d.Addrs, port: port})
+}
+
+// relay sends r to its checked destination and streams the answer back;
+// an intercepted destination's interceptor sees both.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host string, port int, dial pinned) {
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialKey{}, dial))
 	defer cancel()
 	// As a tunnel: a request whose upstream moves no byte for so long ends,
 	// rather than hold the client's slot against the cap forever.
@@ -402,8 +447,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	defer idleWatchdog(&last, s.tunnelIdle(), cancel).Stop()
 	out := r.Clone(ctx)
 	out.RequestURI = ""
-	// The destination is the request URI's authority, whatever Host header
-	// the client sent.
+	// The destination is the checked authority, whatever Host header the
+	// client sent.
 	out.Host = authority
 	stripHop(out.Header)
 	if _, sent := r.Header["User-Agent"]; !sent {
@@ -416,7 +461,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 	} else {
 		out.Body = activity{out.Body, &last}
 	}
-	resp, err := s.transport.RoundTrip(out)
+	intercepted := s.intercepted(host, port)
+	if intercepted {
+		if refusal := s.Intercept.Request(host, port, out); refusal != "" {
+			tooMany(w, refusal)
+			return
+		}
+	}
+	transport := s.transport
+	if out.URL.Scheme == "https" {
+		transport = s.tlsUpstream()
+	}
+	resp, err := transport.RoundTrip(out)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer for %v", s.tunnelIdle())
@@ -425,6 +481,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 		return
 	}
 	defer resp.Body.Close()
+	if intercepted {
+		s.Intercept.Response(host, port, out, resp)
+	}
 	body := activity{resp.Body, &last}
 	stripHop(resp.Header)
 	for k, v := range resp.Header {
@@ -435,6 +494,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, authority strin
 		// A body of known length: copy in large blocks, no flushing.
 		buf := make([]byte, copyBuffer)
 		_, _ = io.CopyBuffer(w, body, buf)
+		return
+	}
+	if intercepted {
+		// Decrypted here and encrypted again: gather what arrives within
+		// a moment into one record instead of one per server-sent event.
+		batchedCopy(w, body, streamBatchDelay)
 		return
 	}
 	flushCopy(w, body)
@@ -457,6 +522,60 @@ func (a activity) Read(b []byte) (int, error) {
 // copyBuffer is the size of the blocks the proxy moves: large enough that
 // bulk transfers are not bounded by per-write overhead.
 const copyBuffer = 256 << 10
+
+// streamBatchDelay bounds how long an intercepted stream's bytes wait to
+// be sent with those that follow: well under the 2 ms a request may gain
+// on the credential path, far more than a burst of events takes to arrive.
+const streamBatchDelay = time.Millisecond
+
+// batchedCopy streams the body like flushCopy, but writes what arrives
+// within delay of the first unsent byte (or a half-full buffer) at once.
+func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) {
+	f, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	var timer *time.Timer
+	var werr error
+	pending := make([]byte, 0, copyBuffer)
+	emit := func() { // mu held
+		if len(pending) == 0 || werr != nil {
+			return
+		}
+		if _, werr = w.Write(pending); werr == nil && f != nil {
+			f.Flush()
+		}
+		pending = pending[:0]
+	}
+	chunk := make([]byte, copyBuffer/4)
+	for {
+		n, err := body.Read(chunk)
+		mu.Lock()
+		if n > 0 {
+			pending = append(pending, chunk[:n]...)
+			switch {
+			case len(pending) >= copyBuffer/2:
+				emit()
+			case timer == nil:
+				timer = time.AfterFunc(delay, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					emit()
+					timer = nil
+				})
+			}
+		}
+		stop := err != nil || werr != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	emit()
+}
 
 // flushCopy streams the body, flushing as data arrives (server-sent events
 // from a model API must not wait in a buffer).

@@ -45,6 +45,13 @@ type Options struct {
 	// Started is when agentrun began parsing its command line, where
 	// end.duration_ms counts from (the time of Run when zero).
 	Started time.Time
+	// Credentials are --credential NAME=HOST:PORT[,...]: the agent holds a
+	// stand-in for NAME, and the filter proxy puts the real value (from
+	// agentrun's own environment) into the requests to those hosts.
+	Credentials []string
+	// UpstreamCA verifies the credential destinations' TLS certificates
+	// instead of the system's roots (an in-cluster gateway's CA).
+	UpstreamCA string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code
@@ -56,6 +63,7 @@ type prepared struct {
 	runtime adapters.Runtime
 	cwd     string
 	iso     *isolation
+	creds   *creds      // --credential, nil without
 	env     [][2]string // the agent's variables: --pass-env, then --env-file, then --env
 	// named are how many of env, from the end, the user set by value
 	// (--env-file and --env): start.env lists only those.
@@ -110,6 +118,9 @@ func prepare(o Options) (*prepared, error) {
 		if _, err := os.Stat(sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
 			return nil, reject("--resume %s: no %s session with that id in --session-dir %s; use an id from a previous end.session_id", o.Resume, o.Runtime, o.SessionDir)
 		}
+	}
+	if p.creds, err = prepareCreds(o, p); err != nil {
+		return nil, err
 	}
 	p.spec = adapters.LaunchSpec{Prompt: o.Prompt, Images: o.Images, Model: o.Model,
 		NoSubagents: o.NoSubagents, Cwd: p.cwd, Resume: o.Resume}

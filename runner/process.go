@@ -78,6 +78,8 @@ type processSpec struct {
 	policy   *proxy.Policy
 	resolver proxy.Resolver
 	onAccess func(proxy.Access)
+	// intercept sees the requests to the credential destinations.
+	intercept proxy.Interceptor
 }
 
 // startProcess starts the command, in the sandbox when ps.sandbox is set.
@@ -227,6 +229,9 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	p.mu.Unlock()
 	if len(ready.Listeners) > 0 {
 		srv := &proxy.Server{Policy: ps.policy, Resolver: ps.resolver, OnAccess: ps.onAccess}
+		if ps.intercept != nil {
+			srv.Intercept = ps.intercept
+		}
 		for _, l := range ready.Listeners {
 			go func() { _ = srv.Serve(l) }()
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
 	"github.com/agentrun-dev/agentrun/summary"
@@ -81,6 +82,7 @@ type run struct {
 	pipe     *pipeline
 	proc     *process
 	stop     *stopper
+	meter    *meter.Meter // the model calls to credential hosts, nil without
 }
 
 // end finishes the stream early, before or instead of the runtime.
@@ -138,10 +140,16 @@ func (r *run) build() *events.End {
 			return r.end(events.StatusFailed, fmt.Sprintf("--resume %s: %v", o.Resume, err))
 		}
 	}
+	if c := r.p.creds; c != nil {
+		r.meter = &meter.Meter{OnCall: r.onMeteredCall}
+		if err := c.build(stateDir, r.meter); err != nil {
+			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
+		}
+	}
 	// The adapter sees the environment the CLI will start with (its own
 	// variables aside): codex and pi write the model endpoint that the user
 	// gives with --env into the CLI's config files.
-	r.spec.Env = envMap(r.p.iso.env(filepath.Join(stateDir, "home"), nil, r.p.env))
+	r.spec.Env = envMap(r.p.iso.env(filepath.Join(stateDir, "home"), nil, r.agentVars()))
 	if r.launch, err = r.adapter.Launch(r.spec); err != nil {
 		return r.end(events.StatusRejected, err.Error())
 	}
@@ -167,8 +175,11 @@ func (r *run) start() *events.End {
 		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
 	}
 	r.pipe = newPipeline(r.adapter, r.agg)
-	ps := processSpec{argv: r.launch.Argv, env: p.iso.env(home, r.launch.Env, p.env), dir: p.cwd,
+	ps := processSpec{argv: r.launch.Argv, env: p.iso.env(home, r.launch.Env, r.agentVars()), dir: p.cwd,
 		stdin: r.launch.Stdin, stderr: r.tail}
+	if p.creds != nil {
+		ps.intercept = p.creds.intercept
+	}
 	if p.iso.sandboxed() {
 		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
@@ -194,7 +205,7 @@ func (r *run) start() *events.End {
 	}
 	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames()})
+		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames(), Credentials: p.creds.names()})
 	r.pipe.mu.Unlock()
 	if !r.launch.EchoesPrompt {
 		r.pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
@@ -248,7 +259,7 @@ func (r *run) finish() *events.End {
 	o := r.o
 	exit := r.proc.wait()
 	r.pipe.close()
-	outcome := aggregator.Outcome{Started: r.started, ExitCode: exit.code()}
+	outcome := aggregator.Outcome{Started: r.started, ExitCode: exit.code(), Meter: meterOf(r.meter)}
 	if cause, detail := r.stop.result(); cause != "" {
 		outcome.Status, outcome.Detail = cause, detail
 	} else {
@@ -269,8 +280,33 @@ func (r *run) finish() *events.End {
 		}
 	}
 	r.pipe.mu.Lock()
-	defer r.pipe.mu.Unlock()
-	return r.agg.Finish(outcome)
+	end := r.agg.Finish(outcome)
+	r.pipe.mu.Unlock()
+	if m := end.Meter; m != nil && !m.Matches {
+		r.warn(fmt.Sprintf("the model API reported other token counts than %s did (metered: input %d, output %d, cache read %d, cache write %d over %d calls); see end.meter",
+			o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
+	}
+	return end
+}
+
+// agentVars are the user's variables for the agent, then the credentials'
+// stand-ins and CA files.
+func (r *run) agentVars() [][2]string {
+	return append(append([][2]string{}, r.p.env...), r.p.creds.pairs()...)
+}
+
+// onMeteredCall enforces --max-tokens with the meter's count, which the
+// CLI cannot under-report: past it the proxy refuses further model calls
+// and the run ends with limit.
+func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
+	max := r.o.MaxTokens
+	if max <= 0 || total.Total() <= max {
+		return
+	}
+	r.p.creds.intercept.Refuse(tokenLimitRefusal(max))
+	if r.stop != nil {
+		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens metered at the proxy", max, total.Total()))
+	}
 }
 
 // WriteSummary writes the end summary (a Pod's termination message).

@@ -60,8 +60,12 @@ const (
 // keeps the list complete. Field by field rather than with optional
 // selection (`self.?f == oldSelf.?f`): the API server's cost estimate of
 // optional values is unbounded, so that form is refused.
-// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)",message="spec is immutable: only spec.cancel may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
+// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.credentials) == has(oldSelf.credentials) && (!has(self.credentials) || self.credentials == oldSelf.credentials) && has(self.upstreamCA) == has(oldSelf.upstreamCA) && (!has(self.upstreamCA) || self.upstreamCA == oldSelf.upstreamCA)",message="spec is immutable: only spec.cancel may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)",message="spec.cancel cannot be unset: a cancelled run stays cancelled; create a new AgentRun to run again"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.sandbox) || self.sandbox != 'none'",message="spec.credentials needs the bubblewrap sandbox: its filter proxy puts the real value in"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.network) || !has(self.network.mode) || self.network.mode != 'none'",message="spec.credentials needs network access to its hosts: network.mode none reaches none"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || !has(self.env) || self.credentials.all(c, !self.env.exists(e, e.name == c.name))",message="a credential's name is also in spec.env: the agent gets the credential's stand-in, so set the variable only once"
+// +kubebuilder:validation:XValidation:rule="!has(self.upstreamCA) || (has(self.credentials) && size(self.credentials) > 0)",message="spec.upstreamCA verifies the credentials' hosts: add spec.credentials, or drop it"
 type AgentRunSpec struct {
 	// Runtime is the agent CLI: claude-code, codex or pi (dsh is refused
 	// until agentrun has its adapter).
@@ -84,10 +88,26 @@ type AgentRunSpec struct {
 	// +listType=atomic
 	Images []ImageSource `json:"images,omitempty"`
 
-	// Env is set in the agent's environment. API keys belong here as
-	// valueFrom.secretKeyRef: they reach the agent as environment
-	// variables, never as command-line values, and only their names appear
-	// in the event stream.
+	// Credentials are API keys the agent never holds: inside the sandbox
+	// each variable is a stand-in, and the runner's filter proxy puts the
+	// real value (from the Secret, which reaches the runner only) into the
+	// requests to the credential's hosts, and meters those model calls.
+	// Model API keys belong here.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	Credentials []Credential `json:"credentials,omitempty"`
+
+	// UpstreamCA verifies the TLS certificates of the credentials' hosts
+	// instead of the system's roots: the CA of an in-cluster model gateway.
+	// +optional
+	UpstreamCA *corev1.ConfigMapKeySelector `json:"upstreamCA,omitempty"`
+
+	// Env is set in the agent's environment: it reaches the agent as
+	// environment variables, never as command-line values, and only the
+	// names of literal values appear in the event stream. A Secret here
+	// is readable by the agent; put model API keys in credentials.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	// +listType=atomic
@@ -139,11 +159,12 @@ type AgentRunSpec struct {
 	Network Network `json:"network,omitempty"`
 
 	// DenyRead lists absolute paths the agent cannot read, after the
-	// runner's defaults (--deny-read).
+	// runner's defaults (--deny-read); none inside the workspace.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self.all(p, p.startsWith('/'))",message="denyRead paths must be absolute"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, p != '/workspace' && !p.startsWith('/workspace/') && p != '/')",message="denyRead paths must be outside the workspace (/workspace), where the agent could move a protected file out of the next run's reach: keep secrets out of the workspace"
 	// +listType=atomic
 	DenyRead []string `json:"denyRead,omitempty"`
 
@@ -184,6 +205,36 @@ type AgentRunSpec struct {
 	// Setting it on a run that has already ended changes nothing.
 	// +optional
 	Cancel bool `json:"cancel,omitempty"`
+}
+
+// Credential is one API key the agent never holds.
+type Credential struct {
+	// Name is the variable the agent's CLI reads the key from, for
+	// example ANTHROPIC_API_KEY or OPENAI_API_KEY.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// ValueFrom is the Secret key that holds the real value.
+	// +required
+	ValueFrom CredentialSource `json:"valueFrom"`
+	// Hosts are the HOST:PORT destinations that receive the real value,
+	// for example api.anthropic.com:443. They are allowed destinations
+	// (also with network.mode custom); a private address still needs an
+	// allowHosts entry IP:PORT.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=260
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
+	// +listType=set
+	Hosts []string `json:"hosts"`
+}
+
+// CredentialSource is where a credential's value comes from.
+type CredentialSource struct {
+	// +required
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef"`
 }
 
 // PromptSource is the prompt: exactly one of text, configMapKeyRef and

@@ -30,9 +30,16 @@ func run() int {
 	slow := flag.Duration("slow-interval", 0, "interval between text deltas of the slow scenario (default 500ms)")
 	subDelay := flag.Duration("subagent-delay", 0, "delay of each background-subagent reply (default 1s; negative: none)")
 	noSafeguards := flag.Bool("no-safeguards", false, "do not answer the server-side auto-mode safety check (safeguard_results)")
+	keyEnv := flag.String("api-key-env", "", "answer 401 to model calls without the key this environment variable holds")
 	flag.Parse()
 
 	opts := mockmodel.Options{Addr: *addr, SlowInterval: *slow, NoSafeguards: *noSafeguards, SubagentDelay: *subDelay}
+	if *keyEnv != "" {
+		if opts.APIKey = os.Getenv(*keyEnv); opts.APIKey == "" {
+			fmt.Fprintf(os.Stderr, "mockmodel: -api-key-env %s: the variable is empty\n", *keyEnv)
+			return 2
+		}
+	}
 	if *reqLog != "" {
 		f, err := os.OpenFile(*reqLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {

@@ -33,6 +33,10 @@ import (
 // Pods reach the host there.
 const nodeIP = "10.200.0.1"
 
+// e2eKey is the e2e-keys Secret's value: the key the runs' model calls
+// carry (and, with spec.credentials, only the runner holds).
+const e2eKey = "sk-e2e-real-key-5f0c2a9e71"
+
 // mockHost is the mock model's name inside the runs (spec.network.addHosts).
 const mockHost = "mock-model.test"
 
@@ -82,7 +86,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: install: %v\n", err)
 		return 1
 	}
-	secret := `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "e2e-keys"}, "stringData": {"key": "mock-key"}}`
+	secret := `{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "e2e-keys"}, "stringData": {"key": "` + e2eKey + `"}}`
 	if _, err := kubeIn(strings.NewReader(secret), "apply", "-f", "-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -181,6 +185,9 @@ type agentRun struct {
 	keyEnv                                string            // the variable that gets the Secret's key
 	env                                   map[string]string // literal variables
 	ttlSeconds                            int               // spec.ttlSecondsAfterFinished; 0 leaves it unset
+	// credential passes the key as spec.credentials (to the mock) instead
+	// of spec.env: the agent gets a stand-in.
+	credential bool
 }
 
 func (a agentRun) manifest() string {
@@ -195,11 +202,22 @@ spec:
   prompt:
     text: %q
   timeout: %s
-  env:
+`, a.name, a.runtime, a.model, a.prompt, a.timeout)
+	if a.credential {
+		fmt.Fprintf(&b, `  credentials:
     - name: %s
       valueFrom:
         secretKeyRef: {name: e2e-keys, key: key}
-`, a.name, a.runtime, a.model, a.prompt, a.timeout, a.keyEnv)
+      hosts: [%s:%d]
+  env:
+`, a.keyEnv, mockHost, a.port)
+	} else {
+		fmt.Fprintf(&b, `  env:
+    - name: %s
+      valueFrom:
+        secretKeyRef: {name: e2e-keys, key: key}
+`, a.keyEnv)
+	}
 	for k, v := range a.env {
 		fmt.Fprintf(&b, "    - {name: %s, value: %q}\n", k, v)
 	}

@@ -1,0 +1,356 @@
+// Package credentials keeps a run's API keys away from the agent. For each
+// --credential NAME=HOST:PORT[,...] the agent's environment holds a
+// stand-in for NAME, a random value useless anywhere else; the filter
+// proxy puts the real value (read from agentrun's own environment) in
+// place of the stand-in in the headers of requests to the listed
+// destinations only, and takes it out of their responses. Anywhere else
+// the stand-in passes as it is, so nothing real leaves.
+package credentials
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// StandInPrefix starts every stand-in, so that people and logs can tell
+// one from a real key.
+const StandInPrefix = "agentrun-stand-in-"
+
+// Dest is one destination a credential is for.
+type Dest struct {
+	Host string // lower case, no trailing dot; an IP address without brackets
+	Port int
+}
+
+func (d Dest) String() string { return net.JoinHostPort(d.Host, strconv.Itoa(d.Port)) }
+
+// Credential is one --credential.
+type Credential struct {
+	Name    string
+	Dests   []Dest
+	StandIn string
+	value   string // the real value: never printed, never handed to the agent
+}
+
+// String names the credential without its value.
+func (c *Credential) String() string { return c.Name }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Parse reads NAME=HOST:PORT[,HOST:PORT...] and the value of NAME from
+// lookup (agentrun's own environment). Errors say how to fix the flag.
+func Parse(flag string, lookup func(string) (string, bool)) (*Credential, error) {
+	name, hosts, ok := strings.Cut(flag, "=")
+	if !ok || !envName.MatchString(name) || hosts == "" {
+		return nil, fmt.Errorf("--credential %q: expected NAME=HOST:PORT[,HOST:PORT...], NAME a variable of agentrun's environment", flag)
+	}
+	c := &Credential{Name: name}
+	for _, h := range strings.Split(hosts, ",") {
+		d, err := parseDest(h)
+		if err != nil {
+			return nil, fmt.Errorf("--credential %s: %v", name, err)
+		}
+		c.Dests = append(c.Dests, d)
+	}
+	v, ok := lookup(name)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("--credential %s: the variable %s is not set in agentrun's environment; export it there (its value never appears on the command line)", name, name)
+	case strings.TrimSpace(v) == "":
+		return nil, fmt.Errorf("--credential %s: the variable %s is empty; set it to the real key in agentrun's environment", name, name)
+	case strings.ContainsAny(v, "\r\n\x00"):
+		return nil, fmt.Errorf("--credential %s: the value of %s holds a line break or NUL, which no header can carry", name, name)
+	}
+	c.value = v
+	c.StandIn = newStandIn()
+	return c, nil
+}
+
+// parseDest reads HOST:PORT, the port required (a credential goes to one
+// service, never to whatever a name serves on 80 and 443).
+func parseDest(s string) (Dest, error) {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(s))
+	if err != nil {
+		return Dest{}, fmt.Errorf("%q is not HOST:PORT (IPv6 in brackets): %v", s, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return Dest{}, fmt.Errorf("%q: the port must be 1-65535", s)
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		return Dest{Host: a.Unmap().String(), Port: p}, nil
+	}
+	if !validName(host) {
+		return Dest{}, fmt.Errorf("%q: %q is not a host name or an IP address", s, host)
+	}
+	return Dest{Host: host, Port: p}, nil
+}
+
+// validName accepts letters, digits, hyphens and underscores in labels of
+// 1 to 63 characters.
+func validName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func newStandIn() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return StandInPrefix + hex.EncodeToString(b[:])
+}
+
+// Set is a run's credentials.
+type Set struct {
+	list []*Credential
+}
+
+// NewSet checks that no two credentials share a name.
+func NewSet(list []*Credential) (*Set, error) {
+	seen := map[string]bool{}
+	for _, c := range list {
+		if seen[c.Name] {
+			return nil, fmt.Errorf("--credential %s is given twice: list all its hosts in one, NAME=HOST:PORT,HOST:PORT", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return &Set{list: list}, nil
+}
+
+// Empty reports whether the run has no credentials.
+func (s *Set) Empty() bool { return s == nil || len(s.list) == 0 }
+
+// Names are the credentials' variable names, in order (start.credentials).
+func (s *Set) Names() []string {
+	out := []string{}
+	if s != nil {
+		for _, c := range s.list {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// Env is the agent's side: NAME=stand-in for each credential.
+func (s *Set) Env() []string {
+	var out []string
+	if s != nil {
+		for _, c := range s.list {
+			out = append(out, c.Name+"="+c.StandIn)
+		}
+	}
+	return out
+}
+
+// Dests lists every destination of every credential, once.
+func (s *Set) Dests() []Dest {
+	var out []Dest
+	seen := map[Dest]bool{}
+	if s != nil {
+		for _, c := range s.list {
+			for _, d := range c.Dests {
+				if !seen[d] {
+					seen[d] = true
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// For returns the credentials that go to host:port.
+func (s *Set) For(host string, port int) []*Credential {
+	var out []*Credential
+	if s == nil {
+		return nil
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	for _, c := range s.list {
+		for _, d := range c.Dests {
+			if d.Host == host && d.Port == port {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Inject puts the real values of creds in place of their stand-ins in
+// every header of h: as they are (x-api-key, Authorization: Bearer, any
+// header) and inside Authorization: Basic.
+func Inject(h http.Header, creds []*Credential) {
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = injectValue(k, v, creds)
+		}
+	}
+}
+
+func injectValue(key, v string, creds []*Credential) string {
+	for _, c := range creds {
+		v = strings.ReplaceAll(v, c.StandIn, c.value)
+	}
+	if http.CanonicalHeaderKey(key) == "Authorization" || http.CanonicalHeaderKey(key) == "Proxy-Authorization" {
+		if scheme, enc, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc)); err == nil {
+				replaced := string(raw)
+				for _, c := range creds {
+					replaced = strings.ReplaceAll(replaced, c.StandIn, c.value)
+				}
+				if replaced != string(raw) {
+					return scheme + " " + base64.StdEncoding.EncodeToString([]byte(replaced))
+				}
+			}
+		}
+	}
+	return v
+}
+
+// Scrub puts the stand-ins back in place of the real values in a header
+// set (a response's): an upstream that echoes a request's headers must not
+// hand the real value to the agent.
+func Scrub(h http.Header, creds []*Credential) {
+	for _, vs := range h {
+		for i := range vs {
+			for _, c := range creds {
+				vs[i] = strings.ReplaceAll(vs[i], c.value, c.StandIn)
+			}
+		}
+	}
+}
+
+// ScrubBody does the same for a body as it streams: a real value split
+// across two reads is caught too. Only what could still become a real value
+// is held back, so a stream's events are not delayed.
+func ScrubBody(body io.ReadCloser, creds []*Credential) io.ReadCloser {
+	if len(creds) == 0 {
+		return body
+	}
+	return &scrubber{body: body, creds: creds}
+}
+
+type scrubber struct {
+	body  io.ReadCloser
+	creds []*Credential
+	in    []byte // read, not yet passed on
+	out   []byte // scrubbed, not yet returned
+	buf   []byte // a read buffer for the slow path
+	err   error
+}
+
+func (s *scrubber) Read(p []byte) (int, error) {
+	if len(s.out) == 0 && len(s.in) == 0 && s.err == nil {
+		// The common case: read straight into p, and pass it on when it
+		// holds no real value and does not end with the start of one.
+		n, err := s.body.Read(p)
+		if !s.touches(p[:n]) {
+			return n, err
+		}
+		s.in, s.err = append(s.in, p[:n]...), err
+		s.process(err != nil)
+	}
+	for len(s.out) == 0 && s.err == nil {
+		if cap(s.buf) == 0 {
+			s.buf = make([]byte, 32<<10)
+		}
+		n, err := s.body.Read(s.buf[:cap(s.buf)])
+		s.in = append(s.in, s.buf[:n]...)
+		s.err = err
+		s.process(err != nil)
+	}
+	if len(s.out) > 0 {
+		n := copy(p, s.out)
+		s.out = s.out[n:]
+		return n, nil
+	}
+	return 0, s.err
+}
+
+// touches reports whether b holds a real value or ends with the start of
+// one.
+func (s *scrubber) touches(b []byte) bool {
+	for _, c := range s.creds {
+		if bytes.Contains(b, []byte(c.value)) || partialSuffix(b, []byte(c.value)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scrubber) Close() error { return s.body.Close() }
+
+// process moves what is safe from in to out: complete real values become
+// stand-ins, and a tail that could begin one waits for more, unless final.
+func (s *scrubber) process(final bool) {
+	for {
+		at, which := -1, -1
+		for i, c := range s.creds {
+			if j := bytes.Index(s.in, []byte(c.value)); j >= 0 && (at < 0 || j < at) {
+				at, which = j, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		c := s.creds[which]
+		s.out = append(append(s.out, s.in[:at]...), c.StandIn...)
+		s.in = s.in[at+len(c.value):]
+	}
+	hold := 0
+	if !final {
+		for _, c := range s.creds {
+			hold = max(hold, partialSuffix(s.in, []byte(c.value)))
+		}
+	}
+	s.out = append(s.out, s.in[:len(s.in)-hold]...)
+	s.in = append([]byte{}, s.in[len(s.in)-hold:]...)
+}
+
+// partialSuffix is the length of the longest end of b that is a proper
+// beginning of v.
+func partialSuffix(b, v []byte) int {
+	for n := min(len(b), len(v)-1); n > 0; n-- {
+		if bytes.Equal(b[len(b)-n:], v[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// Redact replaces every real value in b with its stand-in (for text the
+// runner itself writes: a detail, a warning).
+func (s *Set) Redact(b []byte) []byte {
+	if s != nil {
+		for _, c := range s.list {
+			b = bytes.ReplaceAll(b, []byte(c.value), []byte(c.StandIn))
+		}
+	}
+	return b
+}

@@ -1,0 +1,64 @@
+package credentials
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/agentrun-dev/agentrun/meter"
+)
+
+// Interceptor is the filter proxy's view of a run's credentials (it
+// implements proxy.Interceptor): it claims the credential destinations,
+// presents the run authority's certificate for them, puts the real values
+// into the requests' headers, takes them out of the responses, and meters
+// every model call. After Refuse it answers every further request itself.
+type Interceptor struct {
+	Set       *Set
+	Authority *Authority
+	Meter     *meter.Meter
+	// RootCAs verify the upstreams (nil: the system's roots).
+	RootCAs *x509.CertPool
+
+	refusal atomic.Pointer[string]
+}
+
+// Claims reports whether host:port is a credential destination.
+func (i *Interceptor) Claims(host string, port int) bool { return len(i.Set.For(host, port)) > 0 }
+
+// Certificate is the authority's certificate for host.
+func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
+	return i.Authority.Leaf(host)
+}
+
+// Roots verify the upstreams.
+func (i *Interceptor) Roots() *x509.CertPool { return i.RootCAs }
+
+// Request puts the real values in, or refuses once Refuse was called.
+func (i *Interceptor) Request(host string, port int, r *http.Request) string {
+	if p := i.refusal.Load(); p != nil {
+		return *p
+	}
+	Inject(r.Header, i.Set.For(host, port))
+	return ""
+}
+
+// Response meters the call and takes the real values out of what the
+// client (the agent's CLI) will read. The body may change length, so it
+// goes on without a Content-Length.
+func (i *Interceptor) Response(host string, port int, r *http.Request, resp *http.Response) {
+	creds := i.Set.For(host, port)
+	Scrub(resp.Header, creds)
+	if i.Meter != nil {
+		i.Meter.Watch(r, resp)
+	}
+	resp.Body = ScrubBody(resp.Body, creds)
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+}
+
+// Refuse makes every further request to a credential destination fail
+// with refusal (a spend limit was reached: the model calls stop at the
+// proxy, whatever the CLI does).
+func (i *Interceptor) Refuse(refusal string) { i.refusal.CompareAndSwap(nil, &refusal) }

@@ -1,0 +1,143 @@
+package meter
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentrun-dev/agentrun/mockmodel"
+)
+
+// call posts body to the mock at path and reads the response through the
+// meter, as the proxy passes it to the CLI.
+func call(t *testing.T, m *Meter, s *mockmodel.Server, path string, body any) []byte {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+path, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Watch(req, resp)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %v %s", path, resp.StatusCode, err, b)
+	}
+	return b
+}
+
+// The meter's per-call numbers equal the mock's ledger, for each API,
+// streamed and not.
+func TestMeterMatchesTheLedger(t *testing.T) {
+	user := func(text string) any {
+		return map[string]any{"role": "user", "content": text}
+	}
+	tests := []struct {
+		name string
+		api  API
+		path string
+		body func(stream bool) any
+	}{
+		{"anthropic", Anthropic, "/v1/messages?beta=true", func(stream bool) any {
+			return map[string]any{"model": "claude-sonnet-5-5", "stream": stream, "max_tokens": 1000,
+				"messages": []any{user("scenario:tool go")}, "tools": []any{map[string]any{"name": "Bash"}}}
+		}},
+		{"responses", Responses, "/v1/responses", func(stream bool) any {
+			return map[string]any{"model": "gpt-5.5", "stream": stream, "tools": []any{map[string]any{"type": "function", "name": "exec_command"}},
+				"input": []any{map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "scenario:tool go"}}}}}
+		}},
+		{"chat", Chat, "/v1/chat/completions", func(stream bool) any {
+			b := map[string]any{"model": "mock-gpt", "stream": stream, "messages": []any{user("scenario:tool go")},
+				"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "bash"}}}}
+			if stream {
+				b["stream_options"] = map[string]any{"include_usage": true}
+			}
+			return b
+		}},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{true, false} {
+			name := tt.name + map[bool]string{true: " stream", false: " whole"}[stream]
+			t.Run(name, func(t *testing.T) {
+				s, err := mockmodel.Start(mockmodel.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				m := &Meter{}
+				var seen []Call
+				m.OnCall = func(c Call, _ Usage) { seen = append(seen, c) }
+				body := call(t, m, s, tt.path, tt.body(stream))
+				ledger := s.Ledger()
+				if len(ledger) != 1 || len(seen) != 1 {
+					t.Fatalf("ledger %d calls, meter %d (body %.300s)", len(ledger), len(seen), body)
+				}
+				want := ledger[0].Usage
+				got := seen[0]
+				if got.API != tt.api || got.Stream != stream || !got.Complete || got.Model != ledger[0].Model ||
+					got.Usage != (Usage{InputTokens: want.InputTokens, OutputTokens: want.OutputTokens,
+						CacheReadTokens: want.CacheReadTokens, CacheWriteTokens: want.CacheWriteTokens}) {
+					t.Errorf("metered %+v, ledger %+v", got, ledger[0])
+				}
+				if m.Total() != got.Usage || got.Usage.Total() == 0 {
+					t.Errorf("total %+v", m.Total())
+				}
+			})
+		}
+	}
+}
+
+func TestMeterLeavesOtherResponsesAlone(t *testing.T) {
+	m := &Meter{}
+	for _, tt := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/v1/models", 200},
+		{"POST", "/v1/messages", 401},
+		{"POST", "/api/hello", 200},
+	} {
+		req, _ := http.NewRequest(tt.method, "http://x"+tt.path, nil)
+		body := io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":5,"output_tokens":5}}`))
+		resp := &http.Response{StatusCode: tt.status, Body: body, Header: http.Header{}}
+		m.Watch(req, resp)
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if len(m.Calls()) != 0 {
+		t.Errorf("metered %+v", m.Calls())
+	}
+}
+
+// A stream cut before its final usage counts what was reported, marked
+// incomplete; bytes pass unchanged; an oversized line is skipped.
+func TestMeterStreamEdges(t *testing.T) {
+	stream := "event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":3,\"cache_creation_input_tokens\":2,\"output_tokens\":1}}}\r\n\r\n" +
+		"data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"" + strings.Repeat("x", maxLine+10) + "\"}}\n\n"
+	m := &Meter{}
+	req, _ := http.NewRequest("POST", "http://x/v1/messages", nil)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream))}
+	m.Watch(req, resp)
+	// Read in small pieces, as a network would deliver it.
+	var out bytes.Buffer
+	buf := make([]byte, 7)
+	for {
+		n, err := resp.Body.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if out.String() != stream {
+		t.Errorf("the body changed in passing")
+	}
+	calls := m.Calls()
+	if len(calls) != 1 || calls[0].Complete || calls[0].Usage != (Usage{InputTokens: 10, OutputTokens: 1, CacheReadTokens: 3, CacheWriteTokens: 2}) || calls[0].Model != "m" {
+		t.Errorf("calls %+v", calls)
+	}
+}

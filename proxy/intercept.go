@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Interceptor sees the requests to the destinations it claims (a run's
+// credential destinations) one by one, which every other destination's
+// CONNECT tunnel keeps opaque. For those the proxy terminates the client's
+// TLS with the interceptor's certificate (or reads plain HTTP, which pi
+// sends even inside CONNECT), lets the interceptor change each request
+// (put the real key in) and each response (take it out, meter the usage),
+// and talks to the upstream itself, over TLS verified against Roots when
+// the client spoke TLS.
+type Interceptor interface {
+	// Claims reports whether requests to host:port are intercepted.
+	Claims(host string, port int) bool
+	// Certificate is what the proxy presents to the client for host.
+	Certificate(host string) (*tls.Certificate, error)
+	// Request changes an intercepted request before it goes upstream; a
+	// non-empty refusal answers the client 429 with it instead (a spend
+	// limit reached).
+	Request(host string, port int, r *http.Request) (refusal string)
+	// Response changes the upstream's response before the client reads it.
+	Response(host string, port int, r *http.Request, resp *http.Response)
+	// Roots verify the upstream's certificate (nil: the system's roots).
+	Roots() *x509.CertPool
+}
+
+// interceptAddr is the checked destination of an intercepted connection.
+type interceptAddr struct {
+	host   string
+	port   int
+	addrs  pinned
+	tls    bool
+	server string // the checked authority, host:port
+}
+
+type interceptKey struct{}
+
+// intercept serves a CONNECT tunnel to an intercepted destination: it
+// answers the client itself, request by request.
+func (s *Server) intercept(client net.Conn, buffered *bufio.Reader, dst interceptAddr) {
+	first, err := buffered.Peek(1)
+	if err != nil {
+		client.Close()
+		return
+	}
+	conn := net.Conn(&bufferedConn{Conn: client, r: buffered})
+	// A TLS handshake starts with a handshake record (0x16); anything else
+	// is plain HTTP inside the tunnel.
+	if first[0] == 0x16 {
+		dst.tls = true
+		conn = tls.Server(conn, &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			// One request at a time per connection is what the proxy
+			// relays; clients that offer h2 (codex) fall back.
+			NextProtos: []string{"http/1.1"},
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				// The name asked for must be the destination checked at
+				// CONNECT: a tunnel to one host cannot ask for another's.
+				if hello.ServerName != "" && hello.ServerName != dst.host {
+					return nil, errors.New("agentrun proxy: TLS name differs from the CONNECT destination")
+				}
+				return s.Intercept.Certificate(dst.host)
+			},
+		})
+	}
+	s.inner().ServeConn(conn, dst)
+}
+
+// inner is the HTTP server of intercepted connections.
+func (s *Server) inner() *innerServer {
+	s.innerOnce.Do(func() {
+		is := &innerServer{}
+		is.srv = &http.Server{
+			Handler:           http.HandlerFunc(s.serveIntercepted),
+			ReadHeaderTimeout: headerTimeout,
+			IdleTimeout:       orDuration(s.IdleTimeout, DefaultIdleTimeout),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				if ic, ok := c.(interface{ dest() interceptAddr }); ok {
+					return context.WithValue(ctx, interceptKey{}, ic.dest())
+				}
+				return ctx
+			},
+		}
+		s.innerSrv = is
+	})
+	return s.innerSrv
+}
+
+// serveIntercepted relays one request of an intercepted connection to its
+// checked destination, whatever Host header it names.
+func (s *Server) serveIntercepted(w http.ResponseWriter, r *http.Request) {
+	dst, ok := r.Context().Value(interceptKey{}).(interceptAddr)
+	if !ok {
+		http.Error(w, "agentrun proxy: no destination", http.StatusInternalServerError)
+		return
+	}
+	scheme := "http"
+	if dst.tls {
+		scheme = "https"
+	}
+	out := r.Clone(r.Context())
+	out.URL.Scheme, out.URL.Host = scheme, dst.server
+	s.relay(w, out, dst.server, dst.host, dst.port, dst.addrs)
+}
+
+// innerServer serves intercepted connections, each on a listener of one.
+type innerServer struct {
+	srv *http.Server
+}
+
+// ServeConn serves one connection until it closes.
+func (is *innerServer) ServeConn(c net.Conn, dst interceptAddr) {
+	l := &oneConnListener{conn: &destConn{Conn: c, d: dst}, done: make(chan struct{})}
+	_ = is.srv.Serve(l)
+	<-l.done // Serve returns at once; the connection is served until closed
+}
+
+// destConn carries its destination to the inner server's handler.
+type destConn struct {
+	net.Conn
+	d    interceptAddr
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *destConn) dest() interceptAddr { return c.d }
+
+func (c *destConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		if c.done != nil {
+			close(c.done)
+		}
+	})
+	return err
+}
+
+// oneConnListener hands out one connection, then reports itself closed.
+type oneConnListener struct {
+	conn *destConn
+	mu   sync.Mutex
+	used bool
+	done chan struct{}
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.used {
+		return nil, net.ErrClosed
+	}
+	l.used = true
+	l.conn.done = l.done
+	return l.conn, nil
+}
+
+func (l *oneConnListener) Close() error   { return nil }
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// bufferedConn reads first what the CONNECT handler already buffered.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// tlsTransport is the upstream transport of intercepted TLS destinations:
+// it verifies the upstream's real certificate against the interceptor's
+// roots and, like the plain one, dials only checked addresses.
+func (s *Server) tlsUpstream() *http.Transport {
+	s.tlsOnce.Do(func() {
+		s.tlsTransport = &http.Transport{
+			Proxy:               nil,
+			DialContext:         s.dialChecked,
+			DisableCompression:  true,
+			MaxIdleConns:        maxIdleUpstream,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   false,
+			ReadBufferSize:      copyBuffer,
+			WriteBufferSize:     copyBuffer,
+			TLSClientConfig:     &tls.Config{RootCAs: s.Intercept.Roots(), NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12},
+		}
+	})
+	return s.tlsTransport
+}
+
+// intercepted reports whether host:port is an intercepted destination.
+func (s *Server) intercepted(host string, port int) bool {
+	return s.Intercept != nil && s.Intercept.Claims(host, port)
+}
+
+func authorityOf(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// tooManyTokens is the refusal answer when the interceptor says no more.
+func tooMany(w http.ResponseWriter, refusal string) {
+	w.Header().Set(ReasonHeader, refusal)
+	http.Error(w, "agentrun proxy: "+refusal, http.StatusTooManyRequests)
+}

@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	neturl "net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testCA issues certificates for tests: the upstream's, and the
+// interceptor's for the client.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+func (c *testCA) leaf(t *testing.T, host string) *tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// fakeInterceptor claims one host:port, swaps a header value, records what
+// it saw and can refuse.
+type fakeInterceptor struct {
+	host    string
+	port    int
+	certs   *testCA
+	roots   *x509.CertPool
+	refusal string
+	mu      sync.Mutex
+	seen    []string // request paths
+	t       *testing.T
+}
+
+func (f *fakeInterceptor) Claims(host string, port int) bool { return host == f.host && port == f.port }
+func (f *fakeInterceptor) Certificate(host string) (*tls.Certificate, error) {
+	return f.certs.leaf(f.t, host), nil
+}
+func (f *fakeInterceptor) Roots() *x509.CertPool { return f.roots }
+func (f *fakeInterceptor) Request(host string, port int, r *http.Request) string {
+	f.mu.Lock()
+	f.seen = append(f.seen, r.URL.Path)
+	f.mu.Unlock()
+	if f.refusal != "" {
+		return f.refusal
+	}
+	if r.Header.Get("X-Api-Key") == "stand-in" {
+		r.Header.Set("X-Api-Key", "real")
+	}
+	return ""
+}
+func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp *http.Response) {
+	resp.Header.Set("X-Intercepted", "yes")
+}
+
+// interceptWorld is an upstream (TLS or plain) that echoes the key it got,
+// a proxy whose interceptor claims it, and a client through the proxy.
+type interceptWorld struct {
+	proxyURL string
+	upstream string // host:port as the client names it
+	port     int
+	icpt     *fakeInterceptor
+}
+
+func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
+	t.Helper()
+	upstreamCA := newTestCA(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "key=%s host=%s", r.Header.Get("X-Api-Key"), r.Host)
+	})
+	var up *httptest.Server
+	if useTLS {
+		up = httptest.NewUnstartedServer(h)
+		up.TLS = &tls.Config{Certificates: []tls.Certificate{*upstreamCA.leaf(t, "api.test")}}
+		up.StartTLS()
+	} else {
+		up = httptest.NewServer(h)
+	}
+	t.Cleanup(up.Close)
+	_, portStr, _ := net.SplitHostPort(up.Listener.Addr().String())
+	var port int
+	fmt.Sscan(portStr, &port)
+	icpt := &fakeInterceptor{host: "api.test", port: port, certs: newTestCA(t), roots: upstreamCA.pool, t: t}
+	p, _ := NewPolicy(ModeCustom, []string{"api.test:" + portStr, "127.0.0.1:" + portStr, "other.test:" + portStr})
+	res := &HostResolver{Static: map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}, "other.test": {netip.MustParseAddr("127.0.0.1")}}}
+	srv := &Server{Policy: p, Resolver: res, Intercept: icpt}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return &interceptWorld{proxyURL: "http://" + l.Addr().String(), upstream: "api.test:" + portStr, port: port, icpt: icpt}
+}
+
+// connect opens a CONNECT tunnel to target through the proxy.
+func (w *interceptWorld) connect(t *testing.T, target string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(w.proxyURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT %s: %v %v", target, resp, err)
+	}
+	return c
+}
+
+func getVia(t *testing.T, c net.Conn, host string) string {
+	t.Helper()
+	fmt.Fprintf(c, "GET /v1/x HTTP/1.1\r\nHost: %s\r\nX-Api-Key: stand-in\r\n\r\n", host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Intercepted"), b)
+}
+
+func TestInterceptTLSInsideConnect(t *testing.T) {
+	w := newInterceptWorld(t, true)
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: "api.test", RootCAs: w.icpt.certs.pool, NextProtos: []string{"h2", "http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake with the interceptor's certificate: %v", err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Errorf("ALPN %q: the proxy relays HTTP/1.1", p)
+	}
+	// Two requests on one connection, the key swapped in both; the Host
+	// header cannot steer the request elsewhere.
+	for _, host := range []string{"api.test", "metadata.google.internal"} {
+		if got := getVia(t, tc, host); got != "200 yes key=real host="+w.upstream {
+			t.Errorf("Host %s: %q", host, got)
+		}
+	}
+}
+
+func TestInterceptPlainHTTPInsideConnect(t *testing.T) {
+	w := newInterceptWorld(t, false)
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	if got := getVia(t, c, "api.test"); got != "200 yes key=real host="+w.upstream {
+		t.Errorf("plain HTTP inside CONNECT (as pi sends it): %q", got)
+	}
+}
+
+func TestInterceptAbsoluteForm(t *testing.T) {
+	w := newInterceptWorld(t, false)
+	proxyURL, _ := neturl.Parse(w.proxyURL)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	req, _ := http.NewRequest("GET", "http://"+w.upstream+"/v1/x", nil)
+	req.Header.Set("X-Api-Key", "stand-in")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "key=real host="+w.upstream || resp.Header.Get("X-Intercepted") != "yes" {
+		t.Errorf("absolute-form: %s %v", b, resp.Header)
+	}
+	// Another allowed host is not intercepted: the stand-in passes.
+	req, _ = http.NewRequest("GET", fmt.Sprintf("http://other.test:%d/v1/x", w.port), nil)
+	req.Header.Set("X-Api-Key", "stand-in")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(b), "key=stand-in") || resp.Header.Get("X-Intercepted") != "" {
+		t.Errorf("a host that is not claimed was intercepted: %s", b)
+	}
+}
+
+func TestInterceptRefusesOtherTLSNames(t *testing.T) {
+	w := newInterceptWorld(t, true)
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: "bank.test", RootCAs: w.icpt.certs.pool})
+	if err := tc.Handshake(); err == nil {
+		t.Errorf("a tunnel to api.test got a certificate for bank.test")
+	}
+}
+
+func TestInterceptVerifiesTheUpstream(t *testing.T) {
+	w := newInterceptWorld(t, true)
+	w.icpt.roots = newTestCA(t).pool // not the upstream's CA
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: "api.test", RootCAs: w.icpt.certs.pool})
+	if got := getVia(t, tc, "api.test"); !strings.HasPrefix(got, "502") || strings.Contains(got, "key=") {
+		t.Errorf("an upstream with an unknown certificate: %q", got)
+	}
+}
+
+func TestInterceptRefusal(t *testing.T) {
+	w := newInterceptWorld(t, false)
+	w.icpt.refusal = "token_limit: --max-tokens 10 reached"
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	if got := getVia(t, c, "api.test"); !strings.HasPrefix(got, "429") || strings.Contains(got, "key=") {
+		t.Errorf("refused request: %q", got)
+	}
+}
+

@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/credentials"
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/mockmodel"
+)
+
+// credRuntime is how one CLI is pointed at the mock with a credential.
+type credRuntime struct {
+	name, model, binEnv string
+	bin                 func(*testing.T) string
+	keyVar, baseVar     string
+	basePath            string // after host:port
+	extra               []string
+}
+
+var credRuntimes = []credRuntime{
+	{"claude-code", "sonnet", "AGENTRUN_CLAUDE_BIN", claudeBin, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "",
+		[]string{"--env", "CLAUDE_CODE_MAX_RETRIES=1"}},
+	{"codex", codexModel, "AGENTRUN_CODEX_BIN", codexBin, "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1",
+		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}},
+	{"pi", piModel, "AGENTRUN_PI_BIN", piBin, "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1",
+		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}},
+}
+
+// lockedBuffer is a request log written by the mock's handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestCredentialsNeverReachTheAgent runs each real CLI in the sandbox with
+// --credential against the mock, which answers only calls that carry the
+// real key, over plain HTTP and over HTTPS (a TLS front with its own CA,
+// which the proxy verifies with --upstream-ca). The agent's Bash tool
+// prints its environment and every /proc/*/environ, and sends the key it
+// holds to another allowed host. The real key must reach the mock on every
+// call and appear nowhere else: not in the agent's output, the events, the
+// raw output, stderr, the mock's request bodies or the other host's
+// headers. The proxy's meter counts what the mock served.
+func TestCredentialsNeverReachTheAgent(t *testing.T) {
+	for _, rt := range credRuntimes {
+		for _, scheme := range []string{"http", "https"} {
+			t.Run(rt.name+" "+scheme, func(t *testing.T) {
+				var rnd [12]byte
+				_, _ = rand.Read(rnd[:])
+				real := "sk-real-" + hex.EncodeToString(rnd[:])
+				var reqLog lockedBuffer
+				srv, err := mockmodel.Start(mockmodel.Options{APIKey: real, RequestLog: &reqLog})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				// Another allowed host, which records what it is sent.
+				var echoed lockedBuffer
+				echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					fmt.Fprintf(&echoed, "%v\n", r.Header)
+					fmt.Fprintln(w, "echo ok")
+				}))
+				defer echo.Close()
+				_, echoPort, _ := net.SplitHostPort(echo.Listener.Addr().String())
+
+				ws := t.TempDir()
+				u, _ := url.Parse(srv.URL())
+				port := u.Port()
+				var args []string
+				if scheme == "https" {
+					caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+					_, port, _ = net.SplitHostPort(tlsFront(t, srv.URL(), mockHost, caFile))
+					args = append(args, "--upstream-ca", caFile)
+				}
+				args = append(args, "--runtime", rt.name, "--model", rt.model, "--cwd", ws,
+					"--credential", rt.keyVar+"="+mockHost+":"+port,
+					"--env", rt.baseVar+"="+scheme+"://"+mockHost+":"+port+rt.basePath,
+					"--add-host", mockHost+"=127.0.0.1", "--allow-host", "127.0.0.1:"+port,
+					"--add-host", "echo.test=127.0.0.1", "--allow-host", "echo.test:"+echoPort, "--allow-host", "127.0.0.1:"+echoPort)
+				args = append(args, rt.extra...)
+				probe := fmt.Sprintf(`env; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'; `+
+					`curl -s -H "x-api-key: $%[1]s" -H "Authorization: Bearer $%[1]s" http://echo.test:%[2]s/; echo PROBE-DONE`, rt.keyVar, echoPort)
+				r := runAgentrun(t, invocation{args: args, prompt: "scenario:probe probe<<<" + probe + ">>>",
+					env: []string{rt.binEnv + "=" + rt.bin(t), rt.keyVar + "=" + real}, timeout: 2 * time.Minute})
+
+				end := r.end()
+				if end == nil || end.Status != events.StatusFinished || end.Result == nil || !strings.Contains(*end.Result, "PROBE-DONE") {
+					t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+				}
+				if !strings.Contains(*end.Result, rt.keyVar+"="+credentials.StandInPrefix) || !strings.Contains(*end.Result, "echo ok") {
+					t.Errorf("the agent did not see its stand-in, or could not reach the other host: %s", *end.Result)
+				}
+				ledger := srv.Ledger()
+				served := 0
+				for _, c := range ledger {
+					if c.Key != "ok" {
+						t.Errorf("a call reached the mock without the real key: %+v", c)
+					}
+					if c.Status == 200 {
+						served++
+					}
+				}
+				if served < 2 {
+					t.Errorf("the mock served %d calls, want the probe's two: %+v", served, ledger)
+				}
+				if !strings.Contains(echoed.String(), credentials.StandInPrefix) {
+					t.Errorf("the other host did not get the stand-in: %s", echoed.String())
+				}
+				for name, text := range map[string]string{"events": string(r.stdout), "stderr": string(r.stderr), "raw output": string(r.raw),
+					"the mock's requests": reqLog.String(), "the other host": echoed.String()} {
+					if strings.Contains(text, real) {
+						t.Errorf("the real key appears in %s", name)
+					}
+				}
+				start := r.events[0].(*events.Start)
+				if len(start.Credentials) != 1 || start.Credentials[0] != rt.keyVar {
+					t.Errorf("start.credentials = %v", start.Credentials)
+				}
+				checkMeter(t, end, ledger)
+			})
+		}
+	}
+}
+
+// checkMeter: end.meter counts every call the mock answered, with the
+// mock's own numbers, and agrees with end.usage.
+func checkMeter(t *testing.T, end *events.End, ledger []mockmodel.Call) {
+	t.Helper()
+	var want events.Meter
+	for _, c := range ledger {
+		if c.Status != 200 {
+			continue
+		}
+		want.Calls++
+		want.InputTokens += c.Usage.InputTokens
+		want.OutputTokens += c.Usage.OutputTokens
+		want.CacheReadTokens += c.Usage.CacheReadTokens
+		want.CacheWriteTokens += c.Usage.CacheWriteTokens
+	}
+	want.Matches = true
+	if end.Meter == nil || *end.Meter != want {
+		t.Errorf("end.meter %+v, want %+v (end.usage %s)", end.Meter, want, show(end.Usage))
+	}
+}
+
+// TestCredentialBadInput: a --credential that cannot work ends the run as
+// rejected, with the fix, before anything starts, and never shows a value.
+func TestCredentialBadInput(t *testing.T) {
+	badCA := filepath.Join(t.TempDir(), "not-a-ca.pem")
+	if err := os.WriteFile(badCA, []byte("not PEM"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const real = "sk-real-bad-input-0123"
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		detail string
+	}{
+		{"unset", []string{"--credential", "MISSING_KEY=api.test:443"}, nil, "MISSING_KEY is not set in agentrun's environment"},
+		{"empty", []string{"--credential", "EMPTY_KEY=api.test:443"}, []string{"EMPTY_KEY="}, "the variable EMPTY_KEY is empty"},
+		{"no port", []string{"--credential", "KEY=api.test"}, []string{"KEY=" + real}, "is not HOST:PORT"},
+		{"bad host", []string{"--credential", "KEY=bad host:443"}, []string{"KEY=" + real}, "is not a host name"},
+		{"private address", []string{"--credential", "KEY=10.0.0.7:8080"}, []string{"KEY=" + real}, "needs an explicit --allow-host 10.0.0.7:8080"},
+		{"private by --add-host", []string{"--credential", "KEY=gw.test:8080", "--add-host", "gw.test=10.0.0.7"}, []string{"KEY=" + real},
+			"needs an explicit --allow-host 10.0.0.7:8080"},
+		{"also --env", []string{"--credential", "KEY=api.test:443", "--env", "KEY=x"}, []string{"KEY=" + real}, "is also set by --env"},
+		{"bad upstream CA", []string{"--credential", "KEY=api.test:443", "--upstream-ca", badCA}, []string{"KEY=" + real}, "not a readable PEM bundle"},
+		{"bad CA for the CLI", []string{"--credential", "KEY=api.test:443", "--env", "NODE_EXTRA_CA_CERTS=" + badCA}, []string{"KEY=" + real},
+			"which the CLI could not load either"},
+		{"no sandbox", []string{"--credential", "KEY=api.test:443", "--sandbox", "none"}, []string{"KEY=" + real}, "needs the sandbox"},
+		{"no network", []string{"--credential", "KEY=api.test:443", "--network", "none"}, []string{"KEY=" + real}, "needs network access"},
+		{"twice", []string{"--credential", "KEY=a.test:443", "--credential", "KEY=b.test:443"}, []string{"KEY=" + real}, "is given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runAgentrun(t, invocation{args: append([]string{"--runtime", "claude-code", "--cwd", t.TempDir()}, tt.args...), prompt: "hi",
+				env: append([]string{"AGENTRUN_CLAUDE_BIN=/bin/false"}, tt.env...)})
+			end := r.end()
+			if len(r.events) != 1 || end == nil || end.Status != events.StatusRejected || !strings.Contains(end.Detail, tt.detail) || r.exit != 2 {
+				t.Fatalf("got %s (exit %d); want a single rejected end containing %q", r.stdout, r.exit, tt.detail)
+			}
+			if strings.Contains(string(r.stdout)+string(r.stderr), real) {
+				t.Errorf("the value appears in the output")
+			}
+		})
+	}
+}
+
+// TestMeterHoldsMaxTokens: a CLI that reports no usage at all cannot
+// overrun --max-tokens: the proxy meters the calls, refuses the ones past
+// the limit, and the run ends with limit.
+func TestMeterHoldsMaxTokens(t *testing.T) {
+	const real = "sk-real-meter-0123456789"
+	srv, err := mockmodel.Start(mockmodel.Options{APIKey: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL())
+	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":false,"messages":[{"role":"user","content":"scenario:tool go"}],"tools":[{"name":"Bash"}]}`
+	// Each call is a new conversation of 130 tokens; nothing is printed,
+	// and the stop (SIGINT) is ignored: the proxy must hold the line.
+	script := fmt.Sprintf(`trap '' INT
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  curl -s -o /dev/null -w "%%{http_code}\n" -H "x-api-key: $ANTHROPIC_API_KEY" -H "content-type: application/json" -d '%s' http://%s:%s/v1/messages >&2
+done`, body, mockHost, u.Port())
+	bin := fakeCLI(t, nil, script)
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(), "--max-tokens", "500",
+		"--credential", "ANTHROPIC_API_KEY=" + mockHost + ":" + u.Port(), "--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
+		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "ANTHROPIC_API_KEY=" + real}})
+	end := r.end()
+	if end == nil || end.Status != events.StatusLimit || !strings.Contains(end.Detail, "--max-tokens 500 reached") || !strings.Contains(end.Detail, "metered") {
+		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+	}
+	served := 0
+	for _, c := range srv.Ledger() {
+		if c.Status == 200 {
+			served++
+		}
+	}
+	if served != 4 {
+		t.Errorf("the mock served %d calls; want 4 (the 4th passes 500 tokens, later ones are refused at the proxy)", served)
+	}
+	if !strings.Contains(string(r.stderr), "429") {
+		t.Errorf("no call was refused at the proxy: %s", r.stderr)
+	}
+	if end.Meter == nil || end.Meter.Calls != 4 || end.Meter.Matches {
+		t.Errorf("end.meter %+v: four calls metered, none reported by the CLI", end.Meter)
+	}
+}
