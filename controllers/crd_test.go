@@ -83,7 +83,9 @@ func TestCRDValidation(t *testing.T) {
 		}, "spec.network.allowHosts[0]"},
 		{"denyRead inside the workspace", func(s *v1alpha1.AgentRunSpec) { s.DenyRead = []string{"/workspace/.env"} },
 			"denyRead paths must be outside the workspace"},
-		{"credentials", func(s *v1alpha1.AgentRunSpec) { s.Credentials = []v1alpha1.Credential{credential("ANTHROPIC_API_KEY", "api.anthropic.com:443")} }, ""},
+		{"credentials", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("ANTHROPIC_API_KEY", "api.anthropic.com:443")}
+		}, ""},
 		{"credential host without a port", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials = []v1alpha1.Credential{credential("K", "api.anthropic.com")}
 		}, "spec.credentials[0].hosts[0]"},

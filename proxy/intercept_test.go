@@ -246,4 +246,3 @@ func TestInterceptRefusal(t *testing.T) {
 		t.Errorf("refused request: %q", got)
 	}
 }
-
