@@ -163,7 +163,9 @@ func TestBuildJob(t *testing.T) {
 		}
 		s.Workspace = &v1alpha1.Workspace{ClaimName: "repo", SubPath: "src"}
 	})
-	job := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever})
+	cfg := chartJobConfig
+	cfg.RunnerImage, cfg.PullPolicy = "runner:1", corev1.PullNever
+	job := BuildJob(run, cfg)
 	spec := job.Spec
 	pod := spec.Template.Spec
 
@@ -208,8 +210,8 @@ func TestBuildJob(t *testing.T) {
 	sc := agent.SecurityContext
 	check("no privilege escalation", *sc.AllowPrivilegeEscalation, false)
 	check("capabilities", sc.Capabilities.Drop, []corev1.Capability{"ALL"})
-	check("seccomp (bubblewrap)", sc.SeccompProfile.Type, corev1.SeccompProfileTypeUnconfined)
-	check("apparmor (bubblewrap)", sc.AppArmorProfile.Type, corev1.AppArmorProfileTypeUnconfined)
+	check("seccomp (bubblewrap)", *sc.SeccompProfile, corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("agentrun/bwrap.json")})
+	check("apparmor (the runtime's default)", sc.AppArmorProfile, (*corev1.AppArmorProfile)(nil))
 	check("privileged", sc.Privileged, (*bool)(nil))
 
 	vols := map[string]corev1.Volume{}
@@ -227,7 +229,7 @@ func TestBuildJob(t *testing.T) {
 
 	// The Job is a pure function: the same run gives the same Job, and it
 	// shares nothing with the run.
-	if again := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever}); !reflect.DeepEqual(again, job) {
+	if again := BuildJob(run, cfg); !reflect.DeepEqual(again, job) {
 		t.Error("BuildJob is not deterministic")
 	}
 	job.Spec.Template.Spec.Tolerations[0].Key = "changed"

@@ -42,7 +42,9 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.
-		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, summary.FromEnd(end, r.agg.Counters())); err != nil {
+		s := summary.FromEnd(end, r.agg.Counters())
+		s.Isolation = r.isolation()
+		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
 			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
 		}
 	}
@@ -83,6 +85,23 @@ type run struct {
 	proc     *process
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
+	// unavailable is why the sandbox could not be built, when it could not.
+	unavailable string
+}
+
+// maxUnavailableBytes bounds summary.isolation.unavailable: the summary
+// must fit a termination message, and end.detail has the whole text.
+const maxUnavailableBytes = 512
+
+// isolation is the summary's account of how the agent ran; nil for a
+// request rejected before its sandbox was tried.
+func (r *run) isolation() *summary.Isolation {
+	if r.p == nil {
+		return nil
+	}
+	iso := r.p.iso
+	u, _ := summary.CutUTF8(r.unavailable, maxUnavailableBytes)
+	return &summary.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: u}
 }
 
 // end finishes the stream early, before or instead of the runtime.
@@ -195,7 +214,13 @@ func (r *run) start() *events.End {
 		defer r.pipe.mu.Unlock()
 		var sbErr errSandboxStart
 		if errors.As(err, &sbErr) {
+			r.unavailable = sbErr.Error()
 			return r.end(events.StatusFailed, "the sandbox failed before the agent started: "+sbErr.Error())
+		}
+		if p.iso.sandboxed() {
+			// Preparing the sandbox failed (an idmapped mount, the deny
+			// list): the sandbox is as unavailable as when bwrap fails.
+			r.unavailable = err.Error()
 		}
 		return r.end(events.StatusFailed, err.Error())
 	}

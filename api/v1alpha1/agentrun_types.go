@@ -417,11 +417,19 @@ type PodOverrides struct {
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// SeccompProfile of the agent container. bubblewrap needs namespace
-	// and mount calls that RuntimeDefault blocks, so the default is
-	// Unconfined with the bubblewrap sandbox (RuntimeDefault without it);
-	// a Localhost profile that allows them is the tighter choice.
+	// and mount calls that RuntimeDefault blocks: with the sandbox the
+	// default is the manager's (the chart's Localhost profile
+	// agentrun/bwrap.json when it installs it, else RuntimeDefault, under
+	// which the sandbox cannot start and the run fails as
+	// SandboxUnavailable); RuntimeDefault without it.
 	// +optional
 	SeccompProfile *corev1.SeccompProfile `json:"seccompProfile,omitempty"`
+	// AppArmorProfile of the agent container; the default is the
+	// manager's (the chart's Localhost profile agentrun-bwrap on nodes
+	// with AppArmor, where the runtime's default forbids bubblewrap's
+	// mounts; none set otherwise).
+	// +optional
+	AppArmorProfile *corev1.AppArmorProfile `json:"appArmorProfile,omitempty"`
 }
 
 // Phase is where a run is.
@@ -547,6 +555,10 @@ type AgentRunStatus struct {
 	// Counters are the run's tallies.
 	// +optional
 	Counters *Counters `json:"counters,omitempty"`
+	// Isolation is how the agent really ran, as its runner reported at
+	// the end: the sandbox, and whether the network policy was enforced.
+	// +optional
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // TokenCounts are one usage total. A field the runtime did not report is
@@ -580,6 +592,17 @@ type Usage struct {
 	// (the end summary had no room and the event log could not be read).
 	// +optional
 	ByModelTruncated bool `json:"byModelTruncated,omitempty"`
+}
+
+// Isolation is how an agent ran.
+type Isolation struct {
+	// Sandbox is bubblewrap or none.
+	Sandbox string `json:"sandbox"`
+	// NetworkMode is none, full or custom.
+	NetworkMode string `json:"networkMode"`
+	// NetworkEnforced is true when the sandbox enforced the network
+	// policy (false without a sandbox).
+	NetworkEnforced bool `json:"networkEnforced"`
 }
 
 // Counters are a run's tallies.
