@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
@@ -17,11 +18,13 @@ import (
 // keeps it, and a CRD that an older chart installed from crds/ is adopted
 // with the commands README.md gives.
 
-// cluster is an envtest API server with a kubeconfig for helm and kubectl.
+// cluster is an envtest API server with a kubeconfig for helm and kubectl,
+// and the same user's rest.Config for Go clients.
 type cluster struct {
 	t          *testing.T
 	kubeconfig string
 	kubectl    string
+	cfg        *rest.Config
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -52,7 +55,7 @@ func startCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl")}
+	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl"), cfg: user.Config()}
 }
 
 func (c *cluster) run(bin string, args ...string) (string, error) {
@@ -112,7 +115,7 @@ func olderChart(t *testing.T, inCRDsDir bool) string {
 		if err := os.Remove(filepath.Join(dir, "templates", "crd.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Mkdir(filepath.Join(dir, "crds"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, "crds"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		crdFile = filepath.Join(dir, "crds", "agentrun.dev_agentruns.yaml")
