@@ -184,3 +184,53 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 		t.Fatal("after the adoption, helm upgrade did not upgrade the CRD")
 	}
 }
+
+// TestPolicyCRDUpgrade: Helm never upgrades crds/, so a release whose
+// AgentRunPolicy CRD lacks a field keeps lacking it after `helm upgrade`;
+// README.md's command before the upgrade brings it.
+func TestPolicyCRDUpgrade(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	c := startCluster(t)
+	older := filepath.Join(t.TempDir(), "agentrun")
+	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), older).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	crdFile := filepath.Join(older, "crds", "agentrun.dev_agentrunpolicies.yaml")
+	b, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	props := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+	delete(props, "maxTokens")
+	if b, err = yaml.Marshal(crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(crdFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fields := func() string {
+		return c.must(c.kubectl, "get", "crd", "agentrunpolicies.agentrun.dev", "-o",
+			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties}")
+	}
+	c.helm("install", "agentrun", older, "--namespace", "agentrun-system", "--create-namespace")
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if strings.Contains(fields(), `"maxTokens"`) {
+		t.Fatal("helm upgrade upgraded crds/ after all: README.md and the chart's notes say it does not")
+	}
+	// README.md, "the AgentRunPolicy CRD ... apply it first".
+	c.must(c.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "charts/agentrun/crds/")
+	if !strings.Contains(fields(), `"maxTokens"`) {
+		t.Error("kubectl apply --server-side did not upgrade the AgentRunPolicy CRD")
+	}
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--set", "policy.enabled=true",
+		"--set", "policy.spec.maxTokens=1000")
+	if out := c.must(c.kubectl, "get", "agentrunpolicy", "agentrun-policy", "-o", "jsonpath={.spec.maxTokens}"); out != "1000" {
+		t.Errorf("maxTokens %q after the upgrade", out)
+	}
+}

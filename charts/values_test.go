@@ -362,6 +362,7 @@ func TestChartRefusesValues(t *testing.T) {
 		{"bad duration", []string{"--set", "policy.spec.maxTimeout=2 hours"}, "/policy/spec/maxTimeout"},
 		{"Deny with Warn", []string{"--set", "policy.validationActions={Deny,Warn}"}, "/policy/validationActions"},
 		{"custom network without hosts", []string{"--set", "defaults.network.mode=custom"}, "missing property 'allowHosts'"},
+		{"an IP address without a port", []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["10.0.0.5"]}`}, "/defaults/network/allowHosts/0"},
 		{"hosts without custom", []string{"--set", "defaults.network.allowHosts={a.example:443}"}, "/defaults/network"},
 		{"manager NetworkPolicy without the API server", []string{"--set", "networkPolicy.manager.enabled=true"}, "/networkPolicy/manager/apiServer"},
 		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},
