@@ -64,7 +64,6 @@ func (k *kubeFlags) isConnection(name string) bool { return k.fs != nil && k.fs.
 type kube struct {
 	c    client.Client
 	ns   string
-	cfg  *rest.Config
 	logs LogSource
 }
 
@@ -90,7 +89,7 @@ func (k *kubeFlags) connect(e *Env) (*kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kube{c: c, ns: ns, cfg: cfg, logs: logs}, nil
+	return &kube{c: c, ns: ns, logs: logs}, nil
 }
 
 // LogSource opens a container's log. The real one reads pods/log through

@@ -113,7 +113,7 @@ func (f *follower) show(ctx context.Context) (shown, error) {
 		run := &v1alpha1.AgentRun{}
 		if err := f.k.c.Get(ctx, client.ObjectKey{Namespace: f.k.ns, Name: f.name}, run); err != nil {
 			if apierrors.IsNotFound(err) {
-				return shown{}, fmt.Errorf("agentrun %q not found in namespace %q", f.name, f.k.ns)
+				return shown{}, runNotFound{f.name, f.k.ns}
 			}
 			return shown{}, err
 		}
@@ -305,6 +305,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// runNotFound: there is no run of that name (any more).
+type runNotFound struct{ name, ns string }
+
+func (e runNotFound) Error() string {
+	return fmt.Sprintf("agentrun %q not found in namespace %q", e.name, e.ns)
 }
 
 // writeError is a failure to write the rendered stream: stdout is gone, so

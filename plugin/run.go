@@ -308,9 +308,12 @@ func followRun(ctx context.Context, e *Env, k *kube, name, formatName string) in
 	res, err := f.show(ctx)
 	f.out.close()
 	if err != nil && ctx.Err() == nil {
-		// No log to show (the Pod is gone, pods/log is forbidden): the
-		// status still has the outcome.
 		fmt.Fprintf(e.Stderr, "kubectl agentrun run: %v\n", err)
+		if errors.As(err, new(runNotFound)) {
+			return exitError // deleted while followed
+		}
+		// Otherwise there is no log to show (the Pod is gone, pods/log
+		// is forbidden), but the status still has the outcome.
 	}
 	run, err := waitEnd(ctx, e, k, name)
 	switch {

@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -59,6 +61,33 @@ func TestRun(t *testing.T) {
 		if r.code != 124 || r.stdout != strings.Join(lines[:4], "") ||
 			withoutWaiting(r.stderr) != "agentrun.agentrun.dev/slow created\nagentrun slow: Failed (Timeout): the run exceeded its timeout of 1h\n" {
 			t.Errorf("exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)
+		}
+	})
+
+	t.Run("Ctrl-C stops following, not the run", func(t *testing.T) {
+		ctx, interrupt := context.WithCancel(cl.ctx)
+		defer interrupt()
+		bg := cl.startCtx(ctx, "run", "-n", cl.ns, "--runtime", "claude-code", "--name", "left", "go on")
+		bg.waitStderr(t, "waiting for the run's Pod")
+		interrupt()
+		r := bg.wait(t)
+		if r.code != exitInterrupted || !strings.Contains(r.stderr, "Stopped following; agentrun left goes on. Follow it again: kubectl agentrun logs -f left") {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		if err := cl.c.Get(cl.ctx, client.ObjectKey{Namespace: cl.ns, Name: "left"}, &v1alpha1.AgentRun{}); err != nil {
+			t.Errorf("the run: %v", err)
+		}
+	})
+
+	t.Run("deleted while followed", func(t *testing.T) {
+		bg := cl.start("run", "-n", cl.ns, "--runtime", "claude-code", "--name", "doomed", "--format", "jsonl", "x")
+		bg.waitStderr(t, "waiting for the run's Pod")
+		if err := cl.c.Delete(cl.ctx, &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "doomed"}}); err != nil {
+			t.Fatal(err)
+		}
+		r := bg.wait(t)
+		if r.code != exitError || !strings.HasSuffix(r.stderr, "kubectl agentrun run: agentrun \"doomed\" not found in namespace \""+cl.ns+"\"\n") {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 		}
 	})
 

@@ -137,11 +137,17 @@ type background struct {
 }
 
 func (cl *cluster) start(args ...string) *background {
+	return cl.startCtx(cl.ctx, args...)
+}
+
+// startCtx starts a command line whose context the test ends, as Ctrl-C
+// ends the plugin's.
+func (cl *cluster) startCtx(ctx context.Context, args ...string) *background {
 	b := &background{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan result, 1)}
 	env := Env{Stdin: strings.NewReader(""), Stdout: b.stdout, Stderr: b.stderr, Poll: 20 * time.Millisecond,
 		NewLogSource: func(*rest.Config) (LogSource, error) { return cl.logs, nil }}
 	go func() {
-		code := env.Main(cl.ctx, append([]string{"--kubeconfig", kubeconfig}, args...))
+		code := env.Main(ctx, append([]string{"--kubeconfig", kubeconfig}, args...))
 		b.done <- result{code, b.stdout.String(), b.stderr.String()}
 	}()
 	return b

@@ -88,12 +88,15 @@ func parseSince(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("a duration such as 30m, 24h or 7d")
 		}
 		days = time.Duration(n) * 24 * time.Hour
-		if s = s[i+1:]; s == "" {
+		if s = s[i+1:]; s == "" && days > 0 {
 			return days, nil
+		}
+		if s == "" {
+			s = "0" // 0d: refused below
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	if err != nil || d < 0 || days+d == 0 {
 		return 0, fmt.Errorf("a duration such as 30m, 24h or 7d")
 	}
 	return days + d, nil
