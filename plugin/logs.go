@@ -154,6 +154,10 @@ func (f *follower) show(ctx context.Context) (shown, error) {
 				return res, ctx.Err()
 			case err != nil && (!f.follow || isWrite(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)):
 				return res, err
+			case err != nil && ended(run):
+				// Nothing more will be written: a log that cannot be
+				// read now (its node gone, say) will not become readable.
+				return res, err
 			case err != nil:
 				f.notef("the event log broke off (%v); reading on", err)
 			case !streaming:

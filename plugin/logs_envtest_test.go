@@ -165,6 +165,22 @@ func TestLogs(t *testing.T) {
 	}
 }
 
+// TestLogsUnreadable: -f retries a log that cannot be read while the run
+// goes on, and gives up with the error once the run has ended.
+func TestLogsUnreadable(t *testing.T) {
+	cl := newCluster(t)
+	run := cl.run("lost", nil, claude, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "lost-pod"})
+	cl.pod(run, "lost-pod", runningState)
+	cl.logs.set("lost-pod", fakeLog{err: errors.New("dial tcp 10.0.0.9:10250: i/o timeout")})
+	bg := cl.start("logs", "-f", "lost", "-n", cl.ns)
+	bg.waitStderr(t, "the event log broke off (dial tcp 10.0.0.9:10250: i/o timeout); reading on\n")
+	cl.setStatus(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, PodName: "lost-pod", Conditions: succeededCondition(v1alpha1.PhaseFailed, "PodVanished")})
+	r := bg.wait(t)
+	if r.code != exitError || !strings.HasSuffix(r.stderr, "kubectl agentrun logs: dial tcp 10.0.0.9:10250: i/o timeout\n") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestLogsForbidden: a user who may read AgentRuns but not pods/log is
 // told so, not made to wait.
 func TestLogsForbidden(t *testing.T) {
