@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -47,6 +48,8 @@ type Adapter struct {
 	pending *wireUsage // usage streamed in this step and not yet reported
 	partial strings.Builder
 	inText  bool // the step's text streamed since its last assistant message
+
+	tools map[string]string // tool name by call id
 
 	turnEnded bool   // a turn/end came
 	lastError string // the last turn's failure, "" when it completed
@@ -142,6 +145,10 @@ func (a *Adapter) event(e *wireEvent, emit adapters.Emit) {
 		}
 	case "tool/call":
 		if d.CallID != "" {
+			if a.tools == nil {
+				a.tools = map[string]string{}
+			}
+			a.tools[d.CallID] = d.Name
 			emit(records.ToolStart{ID: d.CallID, Name: d.Name, Summary: summary(d.Name, d.Arguments)})
 		}
 	case "tool/result":
@@ -182,7 +189,7 @@ func (a *Adapter) toolResult(m *wireMessage, emit adapters.Emit) {
 			ended = true
 			var failed *bool
 			if b.IsError != nil {
-				failed = events.Bool(*b.IsError)
+				failed = events.Bool(*b.IsError || (a.tools[b.ToolCallID] == "bash" && bashFailed(b.Content)))
 			}
 			emit(records.ToolEnd{ID: b.ToolCallID, Error: failed})
 		}
@@ -190,6 +197,25 @@ func (a *Adapter) toolResult(m *wireMessage, emit adapters.Emit) {
 	if !ended && m.Source != nil && m.Source.CallID != "" {
 		emit(records.ToolEnd{ID: m.Source.CallID})
 	}
+}
+
+// bashMarker is one of the lines dsh's bash tool appends to a command's
+// output: the sandbox's denial, a timeout, a signal, a non-zero exit.
+var bashMarker = regexp.MustCompile(`^\[(exit code: -?[0-9]+|killed by signal: [A-Z0-9]+|timed out after [0-9]+ms|sandbox: .*)\]$`)
+
+// bashFailed reports whether a bash result ends with the marker of a
+// command that failed. dsh sets isError only when the command could not
+// run at all; a non-zero exit is the "[exit code: N]" marker after the
+// output, which is what the contract calls an error.
+func bashFailed(raw json.RawMessage) bool {
+	text := textOf(raw)
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0 && bashMarker.MatchString(lines[i]); i-- {
+		if lines[i] != "[exit code: 0]" {
+			return true
+		}
+	}
+	return false
 }
 
 // flush reports what the step under way still owes: the text it was

@@ -219,3 +219,20 @@ func TestLaunchRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestBashFailed(t *testing.T) {
+	for text, want := range map[string]bool{
+		"(no output)\n[exit code: 22]":                          true,
+		"out\n[timed out after 60000ms]\n[exit code: 124]":      true,
+		"[killed by signal: SIGKILL]":                           true,
+		"hello\n":                                               false,
+		"(no output)":                                           false,
+		"[exit code: 3] was printed\nok":                        false,
+		"x\n[sandbox: file access denied under read-only mode]": true,
+	} {
+		raw, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+		if got := bashFailed(raw); got != want {
+			t.Errorf("bashFailed(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/mockmodel"
 )
 
@@ -34,6 +35,14 @@ func TestRealCaptures(t *testing.T) {
 		// dsh runs the two calls of one reply one after the other.
 		{name: "parallel", types: "start prompt text usage tool_start tool tool_start tool text usage end",
 			result: "Both commands finished.\nline 2: ls listed the workspace\nline 3: echo printed two\nline 4: nothing failed\nline 5: done"},
+		// The proxy refuses the host, curl exits 22: dsh's isError is false,
+		// its "[exit code: 22]" marker makes the call an error.
+		{name: "nethost", types: "start prompt usage tool_start tool text usage end", result: "The host was blocked.",
+			check: func(t *testing.T, evs []events.Event) {
+				if tl := eventstest.Find[*events.Tool](evs); tl == nil || tl.Error == nil || !*tl.Error || tl.Denied {
+					t.Errorf("tool = %+v", tl)
+				}
+			}},
 		// The headless runner exits 1; the turn's end has dsh's error.
 		{name: "error401", types: "start prompt end", failed: true, detail: "AUTH: mockmodel: Incorrect API key provided."},
 		{name: "error500", types: "start prompt end", failed: true, detail: "SERVER: The server had an error while processing your request. Sorry about that!"},

@@ -73,10 +73,11 @@ type wireMessage struct {
 }
 
 type wireBlock struct {
-	Type       string `json:"type"` // text, thinking, tool-call, tool-result
-	Text       string `json:"text"`
-	ToolCallID string `json:"toolCallId"` // tool-result
-	IsError    *bool  `json:"isError"`    // tool-result
+	Type       string          `json:"type"` // text, reasoning, tool-call, tool-result
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"` // tool-result
+	Content    json.RawMessage `json:"content"`    // tool-result: text blocks
+	IsError    *bool           `json:"isError"`    // tool-result
 }
 
 // wireReason ends a turn (kind completed, error, ...) or a model reply.
