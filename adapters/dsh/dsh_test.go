@@ -186,13 +186,13 @@ func TestLaunch(t *testing.T) {
 		t.Errorf("hmr %v", e)
 	}
 	ins, _ := p[len(p)-1]["insert"].([]any)
-	if len(ins) != 1 || ins[0].(map[string]any)["name"] != filepath.Join(home, "agentrun-stream.mjs") {
+	if len(ins) != 1 || ins[0].(map[string]any)["name"] != "file://"+filepath.Join(home, "agentrun-stream.mjs") {
 		t.Errorf("insert %v", p[len(p)-1])
 	}
 }
 
 func TestLaunchDefaults(t *testing.T) {
-	state := t.TempDir()
+	state := filepath.Join(t.TempDir(), "a #b%c")
 	if _, err := New().Launch(adapters.LaunchSpec{Binary: "dsh", Prompt: "hi", StateDir: state}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +203,10 @@ func TestLaunchDefaults(t *testing.T) {
 	}
 	if entry(p, "agent-default-model") != nil || entry(p, "tool-subagent") != nil {
 		t.Errorf("no --model and subagents allowed, yet: %v", p)
+	}
+	ins, _ := p[len(p)-1]["insert"].([]any)
+	if name, _ := ins[0].(map[string]any)["name"].(string); !strings.HasPrefix(name, "file:///") || !strings.HasSuffix(name, "/a%20%23b%25c/dsh/agentrun-stream.mjs") {
+		t.Errorf("plugin URL %v", name)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -100,5 +101,8 @@ func patch(p openaicompat.Provider, spec adapters.LaunchSpec, plugin string) []m
 			out = append(out, map[string]any{"id": id, "disabled": true})
 		}
 	}
-	return append(out, map[string]any{"insert": []any{map[string]any{"id": "agentrun-stream", "name": plugin}}})
+	// A file URL: dsh's loader resolves the name as a URL, where a path's
+	// "#", "%" or "?" would mean something else.
+	u := url.URL{Scheme: "file", Path: plugin}
+	return append(out, map[string]any{"insert": []any{map[string]any{"id": "agentrun-stream", "name": u.String()}}})
 }
