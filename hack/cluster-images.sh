@@ -120,10 +120,10 @@ runner_node() {
 
 build_runner() {
   local k dst tmp tool base node name
-  "$root/hack/install-clis.sh" >&2
+  "$root/hack/install-clis.sh" claude-code codex pi >&2  # the CLIs the image carries (not dsh yet)
   base=$(runner_rootfs)
   node=$(runner_node)
-  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/*/.installed \
+  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/{claude-code,codex,pi}/.installed \
     $(cd "$root" && git ls-files -co --exclude-standard '*.go' go.mod go.sum ':!hack' ':!test' | sed "s|^|$root/|"))
   dst="$out/runner.tar"
   [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
