@@ -1,5 +1,5 @@
 # The agentrun manager: the AgentRun controller.
-#   docker build -t agentrun-manager:dev .
+#   docker build -t agentrun-manager:0.1.0 .   # the tag: charts/agentrun/Chart.yaml appVersion
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -4,14 +4,22 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build setup test test-unit fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
+.PHONY: all build kubectl-agentrun plugin-release setup test test-unit fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
 
 all: build
 
-build:
+build: kubectl-agentrun
 	$(GO) build -o $(BIN)/agentrun ./cmd/agentrun
 	$(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
 	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
+
+## kubectl-agentrun: the kubectl plugin (`kubectl agentrun` once bin/kubectl-agentrun is on PATH).
+kubectl-agentrun:
+	$(GO) build -o $(BIN)/kubectl-agentrun ./cmd/kubectl-agentrun
+
+## plugin-release: the plugin's release tarballs and krew manifest in dist/ (VERSION=vX.Y.Z).
+plugin-release:
+	hack/plugin-release.sh $(VERSION)
 
 setup:
 	hack/setup.sh

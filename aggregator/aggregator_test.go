@@ -286,8 +286,16 @@ func TestFieldOrder(t *testing.T) {
 		}
 		typ := events.Head(e).Type
 		seen[typ] = true
-		if got, _ := contract.KeyOrder(b); !reflect.DeepEqual(got, want[typ]) {
-			t.Errorf("%s keys = %v, want %v", typ, got, want[typ])
+		// Optional fields (start.credentials, end.meter) are absent here:
+		// this run has no credential.
+		var required []string
+		for _, k := range want[typ] {
+			if !contract.Optional[typ+"."+k] {
+				required = append(required, k)
+			}
+		}
+		if got, _ := contract.KeyOrder(b); !reflect.DeepEqual(got, required) {
+			t.Errorf("%s keys = %v, want %v", typ, got, required)
 		}
 		if ts := events.Head(e).Time; len(ts) != len("2026-10-04T13:00:01.000Z") || !strings.HasSuffix(ts, "Z") {
 			t.Errorf("%s time %q is not RFC 3339 UTC with milliseconds", typ, ts)

@@ -68,6 +68,23 @@ func find(objs []map[string]any, kind, nameSuffix string) map[string]any {
 	return nil
 }
 
+// appVersion is Chart.yaml's appVersion: the tag of both images unless a
+// value names another.
+func appVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), "charts", "agentrun", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.AppVersion
+}
+
 func TestHelmLint(t *testing.T) {
 	out := helm(t, "lint", "--strict", "charts/agentrun")
 	if !strings.Contains(out, "0 chart(s) failed") {
@@ -95,7 +112,8 @@ func TestHelmTemplate(t *testing.T) {
 				return
 			}
 			b, _ := yaml.Marshal(dep)
-			for _, want := range []string{"--runner-image=runner:v9", "--leader-elect=true", "readOnlyRootFilesystem: true", "runAsNonRoot: true"} {
+			for _, want := range []string{"--runner-image=runner:v9", "--leader-elect=true", "readOnlyRootFilesystem: true", "runAsNonRoot: true",
+				"image: agentrun-manager:" + appVersion(t)} {
 				if !strings.Contains(string(b), want) {
 					t.Errorf("the Deployment lacks %q", want)
 				}
@@ -204,17 +222,25 @@ func TestChartMatchesGeneratedManifests(t *testing.T) {
 	if !strings.Contains(string(b), "pods/log") {
 		t.Error("the manager needs get on pods/log to read a cut result from the event log")
 	}
+	for _, copied := range [][2]string{
+		{"charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml", "config/crd/bases/agentrun.dev_agentrunpolicies.yaml"},
+		{"charts/agentrun/files/admission-policy.yaml", "config/policy/admission_policy.yaml"},
+	} {
+		if !bytes.Equal(read(copied[0]), read(copied[1])) {
+			t.Errorf("%s differs from %s: run make manifests", copied[0], copied[1])
+		}
+	}
 }
 
-// TestCRDIsATemplate: the chart renders the CRD as a template (so `helm
-// upgrade` upgrades it; Helm never upgrades crds/), exactly as generated
-// plus the release's labels and resource-policy keep (uninstalling the
-// release leaves the CRD and so the runs' records); crds.install=false
-// leaves it out.
+// TestCRDIsATemplate: the chart renders the AgentRun CRD as a template (so
+// `helm upgrade` upgrades it; Helm never upgrades crds/), exactly as
+// generated plus the release's labels and resource-policy keep
+// (uninstalling the release leaves the CRD and so the runs' records);
+// crds.install=false leaves it out.
 func TestCRDIsATemplate(t *testing.T) {
 	r := root(t)
-	if _, err := os.Stat(filepath.Join(r, "charts", "agentrun", "crds")); err == nil {
-		t.Error("charts/agentrun/crds exists: Helm would install that CRD once and then never upgrade it")
+	if _, err := os.Stat(filepath.Join(r, "charts", "agentrun", "crds", "agentrun.dev_agentruns.yaml")); err == nil {
+		t.Error("charts/agentrun/crds holds the AgentRun CRD: Helm would install it once and then never upgrade it")
 	}
 	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "x", "--kube-version", "1.34.0"))
 	crd := find(objs, "CustomResourceDefinition", "agentruns.agentrun.dev")
@@ -244,5 +270,31 @@ func TestCRDIsATemplate(t *testing.T) {
 	off := docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0", "--set", "crds.install=false"))
 	if find(off, "CustomResourceDefinition", "agentruns.agentrun.dev") != nil {
 		t.Error("crds.install=false still renders the CRD")
+	}
+}
+
+// TestPolicyCRDIsInCRDsDir: the AgentRunPolicy CRD, and only it, is in
+// crds/, as generated. Helm installs crds/ before it renders the
+// templates, so `helm install --set policy.enabled=true` can create the
+// AgentRunPolicy object in the same install; a CRD among the templates
+// could not be (Helm maps every template to a known kind first: "ensure
+// CRDs are installed first"). The price is that `helm upgrade` never
+// upgrades it (README.md says what to run).
+func TestPolicyCRDIsInCRDsDir(t *testing.T) {
+	r := root(t)
+	entries, err := os.ReadDir(filepath.Join(r, "charts", "agentrun", "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"agentrun.dev_agentrunpolicies.yaml"}) {
+		t.Errorf("charts/agentrun/crds holds %v, want the AgentRunPolicy CRD only", names)
+	}
+	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0", "--include-crds"))
+	if find(objs, "CustomResourceDefinition", "agentrunpolicies.agentrun.dev") == nil {
+		t.Error("helm template --include-crds renders no AgentRunPolicy CRD")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
@@ -17,11 +18,13 @@ import (
 // keeps it, and a CRD that an older chart installed from crds/ is adopted
 // with the commands README.md gives.
 
-// cluster is an envtest API server with a kubeconfig for helm and kubectl.
+// cluster is an envtest API server with a kubeconfig for helm and kubectl,
+// and the same user's rest.Config for Go clients.
 type cluster struct {
 	t          *testing.T
 	kubeconfig string
 	kubectl    string
+	cfg        *rest.Config
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -52,7 +55,7 @@ func startCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl")}
+	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl"), cfg: user.Config()}
 }
 
 func (c *cluster) run(bin string, args ...string) (string, error) {
@@ -112,7 +115,7 @@ func olderChart(t *testing.T, inCRDsDir bool) string {
 		if err := os.Remove(filepath.Join(dir, "templates", "crd.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Mkdir(filepath.Join(dir, "crds"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, "crds"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		crdFile = filepath.Join(dir, "crds", "agentrun.dev_agentruns.yaml")
@@ -179,5 +182,55 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
 	if !strings.Contains(c.specFields(), `"cancel"`) {
 		t.Fatal("after the adoption, helm upgrade did not upgrade the CRD")
+	}
+}
+
+// TestPolicyCRDUpgrade: Helm never upgrades crds/, so a release whose
+// AgentRunPolicy CRD lacks a field keeps lacking it after `helm upgrade`;
+// README.md's command before the upgrade brings it.
+func TestPolicyCRDUpgrade(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	c := startCluster(t)
+	older := filepath.Join(t.TempDir(), "agentrun")
+	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), older).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	crdFile := filepath.Join(older, "crds", "agentrun.dev_agentrunpolicies.yaml")
+	b, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	props := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+	delete(props, "maxTokens")
+	if b, err = yaml.Marshal(crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(crdFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fields := func() string {
+		return c.must(c.kubectl, "get", "crd", "agentrunpolicies.agentrun.dev", "-o",
+			"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties}")
+	}
+	c.helm("install", "agentrun", older, "--namespace", "agentrun-system", "--create-namespace")
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if strings.Contains(fields(), `"maxTokens"`) {
+		t.Fatal("helm upgrade upgraded crds/ after all: README.md and the chart's notes say it does not")
+	}
+	// README.md, "the AgentRunPolicy CRD ... apply it first".
+	c.must(c.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "charts/agentrun/crds/")
+	if !strings.Contains(fields(), `"maxTokens"`) {
+		t.Error("kubectl apply --server-side did not upgrade the AgentRunPolicy CRD")
+	}
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--set", "policy.enabled=true",
+		"--set", "policy.spec.maxTokens=1000")
+	if out := c.must(c.kubectl, "get", "agentrunpolicy", "agentrun-policy", "-o", "jsonpath={.spec.maxTokens}"); out != "1000" {
+		t.Errorf("maxTokens %q after the upgrade", out)
 	}
 }

@@ -45,15 +45,50 @@ func TestDefaultBuilds(t *testing.T) {
 		have[o["kind"].(string)+"/"+name(o)] = o
 	}
 	for _, want := range []string{
-		"CustomResourceDefinition/agentruns.agentrun.dev", "Namespace/agentrun-system", "ServiceAccount/agentrun-manager",
+		"CustomResourceDefinition/agentruns.agentrun.dev", "CustomResourceDefinition/agentrunpolicies.agentrun.dev",
+		"Namespace/agentrun-system", "ServiceAccount/agentrun-manager",
 		"ClusterRole/agentrun-manager", "ClusterRoleBinding/agentrun-manager", "Role/agentrun-leader-election",
 		"RoleBinding/agentrun-leader-election", "Deployment/agentrun-manager", "Service/agentrun-manager-metrics",
+		"ClusterRole/agentrun-metrics-auth", "ClusterRoleBinding/agentrun-metrics-auth", "ClusterRole/agentrun-metrics-reader",
 		"ClusterRole/agentrun-editor", "ClusterRole/agentrun-viewer",
 	} {
 		if have[want] == nil {
 			t.Errorf("config/default lacks %s", want)
 		}
 	}
+}
+
+// TestImagesByVersionTag: config/default runs the images of the chart's
+// appVersion, as the chart does, never a moving tag such as :dev.
+func TestImagesByVersionTag(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "charts", "agentrun", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &chart); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range kustomize(t, "default") {
+		if o["kind"] != "Deployment" {
+			continue
+		}
+		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		if c["image"] != "agentrun-manager:"+chart.AppVersion {
+			t.Errorf("manager image %v, want agentrun-manager:%s", c["image"], chart.AppVersion)
+		}
+		found := false
+		for _, a := range c["args"].([]any) {
+			found = found || a == "--runner-image=agentrun-runner:"+chart.AppVersion
+		}
+		if !found {
+			t.Errorf("manager args %v: want --runner-image=agentrun-runner:%s", c["args"], chart.AppVersion)
+		}
+		return
+	}
+	t.Fatal("no Deployment in config/default")
 }
 
 // TestManagerRBACIsLeast: the manager may read AgentRuns (never delete
@@ -101,6 +136,28 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("unexpected permission on %s (%s)", k, got[k])
 		}
+	}
+}
+
+// TestPolicyBuilds: config/policy is the ValidatingAdmissionPolicy, a
+// binding that names it and its AgentRunPolicy, refusing when that is
+// missing, and the strict AgentRunPolicy.
+func TestPolicyBuilds(t *testing.T) {
+	have := map[string]map[string]any{}
+	for _, o := range kustomize(t, "policy") {
+		have[o["kind"].(string)+"/"+name(o)] = o
+	}
+	if len(have) != 3 {
+		t.Errorf("config/policy has %d objects: %v", len(have), have)
+	}
+	b := have["ValidatingAdmissionPolicyBinding/agentrun-policy"]
+	if b == nil || have["ValidatingAdmissionPolicy/agentrun-policy"] == nil || have["AgentRunPolicy/agentrun-policy"] == nil {
+		t.Fatalf("config/policy lacks the policy, its binding or its AgentRunPolicy: %v", have)
+	}
+	spec := b["spec"].(map[string]any)
+	ref := spec["paramRef"].(map[string]any)
+	if spec["policyName"] != "agentrun-policy" || ref["name"] != "agentrun-policy" || ref["parameterNotFoundAction"] != "Deny" {
+		t.Errorf("binding %v", spec)
 	}
 }
 

@@ -14,10 +14,11 @@
 #                               cluster (if `up` started it)
 #
 # With KUBECONFIG set the cluster is yours (kind, for example): images are not
-# imported, so agentrun-manager:dev and agentrun-runner:dev must already be on
-# the nodes (`kind load docker-image ...`); HELM_VALUES names an extra values
-# file; the mock model must be reachable from the Pods at MOCK_HOST_IP
-# (default 10.200.0.1, the node bridge of hack/cluster.sh).
+# imported, so agentrun-manager and agentrun-runner, tagged with the chart's
+# appVersion (0.1.0), must already be on the nodes (`kind load docker-image
+# ...`); HELM_VALUES names an extra values file; the mock model must be
+# reachable from the Pods at MOCK_HOST_IP (default 10.200.0.1, the node
+# bridge of hack/cluster.sh).
 # With ANTHROPIC_API_KEY set the run talks to the real model instead of the
 # mock; the run may reach api.anthropic.com:443 only.
 set -euo pipefail

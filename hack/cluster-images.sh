@@ -7,13 +7,16 @@
 #   hack/cluster-images.sh import [NAME...]       build (if needed) and import
 #                                                 (default: manager runner)
 #
-# The images follow the Dockerfiles' recipes (Dockerfile: agentrun-manager:dev;
-# runner-image/Dockerfile: agentrun-runner:dev); hack/images/recipe_test.go
-# checks that this script installs what the Dockerfiles install.
+# The images follow the Dockerfiles' recipes (Dockerfile: agentrun-manager;
+# runner-image/Dockerfile: agentrun-runner); hack/images/recipe_test.go
+# checks that this script installs what the Dockerfiles install. The manager
+# and runner are tagged with the chart's appVersion (charts/agentrun/Chart.yaml),
+# the tag the chart uses by default, so the local cluster runs the chart as
+# released; the pause image is the cluster's own (hack/cluster.sh).
 #   pause    docker.io/library/agentrun-pause:dev: hack/images/pause, static
-#   manager  docker.io/library/agentrun-manager:dev: /manager, CA certificates,
-#            user 65532
-#   runner   docker.io/library/agentrun-runner:dev: a Debian bookworm rootfs
+#   manager  docker.io/library/agentrun-manager:APPVERSION: /manager, CA
+#            certificates, user 65532
+#   runner   docker.io/library/agentrun-runner:APPVERSION: a Debian bookworm rootfs
 #            (debootstrap --variant=minbase) + bubblewrap ca-certificates curl git
 #            (apt-get in the chroot), Node 22, the pinned CLIs of .cache/clis
 #            (hack/install-clis.sh), agentrun and agentrun-sandbox-init; user
@@ -37,6 +40,9 @@ runner_env=(HOME=/home/node DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTI
 runner_user=1000:1000
 runner_workdir=/workspace
 manager_user=65532:65532
+# The chart's appVersion: the tag of the manager and runner images.
+image_tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^" ]*\)"\{0,1\} *$/\1/p' "$root/charts/agentrun/Chart.yaml")
+[ -n "$image_tag" ] || { echo "cluster-images: no appVersion in charts/agentrun/Chart.yaml" >&2; exit 1; }
 
 images_tool() {
   local bin="$cache/images-tool"
@@ -45,7 +51,7 @@ images_tool() {
 }
 
 # key FILES/DIRS...: a hash of the inputs that decide an image.
-key() { (cat "$@" 2>/dev/null; go env GOVERSION; declare -p runner_apt_packages runner_npm_packages runner_env) | sha256sum | cut -c1-12; }
+key() { (cat "$@" 2>/dev/null; go env GOVERSION; declare -p runner_apt_packages runner_npm_packages runner_env image_tag) | sha256sum | cut -c1-12; }
 
 build_pause() {
   local k dst tmp tool
@@ -71,7 +77,7 @@ build_manager() {
   mkdir -p "$tmp/rootfs/etc/ssl/certs"
   cp /etc/ssl/certs/ca-certificates.crt "$tmp/rootfs/etc/ssl/certs/"
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/manager" ./cmd/manager) >&2
-  "$tool" -tag docker.io/library/agentrun-manager:dev -o "$dst" -layer "$tmp/rootfs" \
+  "$tool" -tag "docker.io/library/agentrun-manager:$image_tag" -o "$dst" -layer "$tmp/rootfs" \
     -user "$manager_user" -entrypoint /manager
   rm -rf "$tmp"
   echo "$k" >"$dst.key"
@@ -114,10 +120,10 @@ runner_node() {
 
 build_runner() {
   local k dst tmp tool base node name
-  "$root/hack/install-clis.sh" >&2
+  "$root/hack/install-clis.sh" claude-code codex pi >&2  # the CLIs the image carries (not dsh yet)
   base=$(runner_rootfs)
   node=$(runner_node)
-  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/*/.installed \
+  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/{claude-code,codex,pi}/.installed \
     $(cd "$root" && git ls-files -co --exclude-standard '*.go' go.mod go.sum ':!hack' ':!test' | sed "s|^|$root/|"))
   dst="$out/runner.tar"
   [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
@@ -137,7 +143,7 @@ build_runner() {
   local envs=() e
   for e in PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${runner_env[@]}"; do envs+=(-env "$e"); done
   log "packing the runner image"
-  "$tool" -tag docker.io/library/agentrun-runner:dev -o "$dst" -layer "$base" -layer "$tmp/top" \
+  "$tool" -tag "docker.io/library/agentrun-runner:$image_tag" -o "$dst" -layer "$base" -layer "$tmp/top" \
     "${envs[@]}" -user "$runner_user" -workdir "$runner_workdir" -entrypoint agentrun
   rm -rf "$tmp"
   echo "$k" >"$dst.key"
@@ -145,7 +151,7 @@ build_runner() {
 }
 
 import() {
-  local ctr="$cache/pkgs/usr/bin/ctr" sock="$cache/state/containerd/containerd.sock" name f marker images
+  local ctr="$cache/pkgs/usr/bin/ctr" sock="$cache/state/containerd/containerd.sock" name f marker images tag
   [ -S "$sock" ] || { log "the cluster's containerd is not running (hack/cluster.sh up)"; exit 1; }
   [ $# -gt 0 ] || set -- manager runner
   # What was imported, by build key, next to containerd's own state (so a
@@ -153,12 +159,14 @@ import() {
   mkdir -p "$cache/state/containerd/agentrun-imported"
   for name in "$@"; do
     f=$("build_$name")
+    tag=$image_tag
+    [ "$name" = pause ] && tag=dev
     marker="$cache/state/containerd/agentrun-imported/$name.key"
     # (Listed first: under pipefail, grep -q closing the pipe early would
     # fail the check.)
     images=$("$ctr" --address "$sock" -n k8s.io images ls -q)
     if [ "$(cat "$marker" 2>/dev/null)" = "$(cat "$f.key")" ] &&
-      grep -qx "docker.io/library/agentrun-$name:dev" <<<"$images"; then
+      grep -qx "docker.io/library/agentrun-$name:$tag" <<<"$images"; then
       log "$name: the imported image is current"
       continue
     fi

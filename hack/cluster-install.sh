@@ -38,6 +38,12 @@ if "$kubectl" get crd agentruns.agentrun.dev >/dev/null 2>&1 &&
   "$kubectl" annotate --overwrite crd agentruns.agentrun.dev \
     meta.helm.sh/release-name=agentrun meta.helm.sh/release-namespace=agentrun-system >&2
 fi
+# Helm installs the chart's crds/ (the AgentRunPolicy CRD) on the first
+# install only; an upgrade applies them first, as README.md tells users to.
+if "$helm" status agentrun -n agentrun-system --kubeconfig "$KUBECONFIG" >/dev/null 2>&1; then
+  log "kubectl apply --server-side --force-conflicts -f charts/agentrun/crds/ (an upgrade)"
+  "$kubectl" apply --server-side --force-conflicts -f "$root/charts/agentrun/crds/" >&2
+fi
 log "helm upgrade --install agentrun charts/agentrun --namespace agentrun-system"
 if ! "$helm" upgrade --install agentrun "$root/charts/agentrun" --kubeconfig "$KUBECONFIG" \
   --namespace agentrun-system --create-namespace "${args[@]}" --wait --timeout 3m >&2; then

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates everything controller-gen derives from the Go markers:
 #   api/v1alpha1/zz_generated.deepcopy.go   (make generate)
-#   config/crd/bases/agentrun.dev_agentruns.yaml, config/rbac/role.yaml,
-#   charts/agentrun/files/agentrun.dev_agentruns.yaml and
-#   charts/agentrun/files/manager-role.yaml
-#   (copies for the Helm chart's templates)     (make manifests)
+#   config/crd/bases/agentrun.dev_agentruns.yaml,
+#   config/crd/bases/agentrun.dev_agentrunpolicies.yaml, config/rbac/role.yaml,
+#   charts/agentrun/files/agentrun.dev_agentruns.yaml,
+#   charts/agentrun/files/manager-role.yaml (copies for the Helm chart's
+#   templates), charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml (the
+#   chart installs it from crds/: see TestPolicyCRDIsInCRDsDir) and
+#   charts/agentrun/files/admission-policy.yaml (a copy of the hand-written
+#   config/policy/admission_policy.yaml)      (make manifests)
 # Usage: hack/k8s-generate.sh [generate|manifests|all] [OUTDIR]
 # With OUTDIR the files are written below OUTDIR instead of the repository
 # (the staleness test compares the two).
@@ -21,9 +25,11 @@ if [ "$what" = generate ] || [ "$what" = all ]; then
   "$cg" object:headerFile="$header" paths=./api/... output:object:dir="$out/api/v1alpha1"
 fi
 if [ "$what" = manifests ] || [ "$what" = all ]; then
-  mkdir -p "$out/config/crd/bases" "$out/config/rbac" "$out/charts/agentrun/files"
+  mkdir -p "$out/config/crd/bases" "$out/config/rbac" "$out/charts/agentrun/files" "$out/charts/agentrun/crds"
   "$cg" crd paths=./api/... output:crd:dir="$out/config/crd/bases"
   "$cg" rbac:roleName=agentrun-manager paths=./controllers/... output:rbac:dir="$out/config/rbac"
   cp "$out/config/crd/bases/agentrun.dev_agentruns.yaml" "$out/charts/agentrun/files/agentrun.dev_agentruns.yaml"
+  cp "$out/config/crd/bases/agentrun.dev_agentrunpolicies.yaml" "$out/charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml"
   cp "$out/config/rbac/role.yaml" "$out/charts/agentrun/files/manager-role.yaml"
+  cp "$root/config/policy/admission_policy.yaml" "$out/charts/agentrun/files/admission-policy.yaml"
 fi

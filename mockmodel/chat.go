@@ -21,7 +21,10 @@ type chatRequest struct {
 	} `json:"messages"`
 	Tools []struct {
 		Function struct {
-			Name string `json:"name"`
+			Name       string `json:"name"`
+			Parameters struct {
+				Required []string `json:"required"`
+			} `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 }
@@ -33,6 +36,11 @@ func (q *chatRequest) conv() *openAIConv {
 	for _, t := range q.Tools {
 		if t.Function.Name != "" {
 			o.tools = append(o.tools, t.Function.Name)
+			for _, r := range t.Function.Parameters.Required {
+				if r == "description" {
+					o.wantsDescription = append(o.wantsDescription, t.Function.Name)
+				}
+			}
 		}
 	}
 	for _, m := range q.Messages {

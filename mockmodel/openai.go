@@ -6,7 +6,8 @@ package mockmodel
 // /v1/chat/completions). The scenarios are the Anthropic ones (mainReply);
 // only the wire format and the shell tool differ. A Bash block of a script
 // becomes a call of the shell tool the request offers: exec_command {cmd}
-// for codex, bash {command} for pi.
+// for codex, bash {command} for pi (dsh, whose bash requires a description
+// too, gets the script's one).
 //
 // Usage: OpenAI's input token counts INCLUDE the cached part
 // (input_tokens_details.cached_tokens, prompt_tokens_details.cached_tokens),
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,10 +48,13 @@ func openAIUsage(role string, k int) (u Usage, reasoning int64) {
 
 // openAIConv is what the mock reads from an OpenAI request, whichever API.
 type openAIConv struct {
-	userTexts  []string // the text of each user message, in order
-	steps      int      // model replies already in the conversation
-	tools      []string // names of the function tools offered
-	lastOutput string   // the latest tool output in the conversation
+	userTexts []string // the text of each user message, in order
+	steps     int      // model replies already in the conversation
+	tools     []string // names of the function tools offered
+	// wantsDescription names the offered tools whose parameters require a
+	// "description" (dsh's bash: command and description).
+	wantsDescription []string
+	lastOutput       string // the latest tool output in the conversation
 }
 
 // promptText is the first user text with a scenario marker (codex sends
@@ -121,10 +126,13 @@ func shellCall(b block, o *openAIConv) (string, string) {
 	if b.ToolName != "Bash" {
 		return b.ToolName, b.inputJSON()
 	}
-	cmd := ""
+	cmd, desc := "", ""
 	for _, p := range b.ToolInput {
-		if p.K == "command" {
+		switch p.K {
+		case "command":
 			cmd, _ = p.V.(string)
+		case "description":
+			desc, _ = p.V.(string)
 		}
 	}
 	var name string
@@ -136,8 +144,11 @@ func shellCall(b block, o *openAIConv) (string, string) {
 		name, args = "shell_command", obj{{"command", cmd}}
 	case o.hasTool("shell"):
 		name, args = "shell", obj{{"command", []string{"bash", "-lc", cmd}}}
-	default: // pi and most chat agents
+	default: // pi, dsh and most chat agents
 		name, args = "bash", obj{{"command", cmd}}
+		if slices.Contains(o.wantsDescription, "bash") {
+			args = append(args, kv{"description", desc})
+		}
 	}
 	data, _ := marshal(args)
 	return name, string(data)

@@ -480,3 +480,30 @@ func TestOpenAIProbe(t *testing.T) {
 		t.Errorf("answer %q", text)
 	}
 }
+
+// TestChatDshBash: dsh's bash tool requires a description beside the
+// command; the call the mock makes gives the script's one.
+func TestChatDshBash(t *testing.T) {
+	s := startServer(t, Options{})
+	tool := map[string]any{"type": "function", "function": map[string]any{"name": "bash",
+		"parameters": map[string]any{"type": "object", "required": []string{"command", "description"}}}}
+	body := map[string]any{"model": "deepseek-v4-flash", "messages": []any{user("scenario:tool please")}, "tools": []any{tool}}
+	resp := postJSON(t, s.URL()+"/v1/chat/completions", body)
+	defer resp.Body.Close()
+	var got struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct{ Name, Arguments string } `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || len(got.Choices) != 1 || len(got.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("reply %+v: %v", got, err)
+	}
+	f := got.Choices[0].Message.ToolCalls[0].Function
+	if f.Name != "bash" || f.Arguments != `{"command":"echo hello > hello.txt","description":"Write hello.txt"}` {
+		t.Errorf("call %s %s", f.Name, f.Arguments)
+	}
+}

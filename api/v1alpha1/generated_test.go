@@ -26,9 +26,12 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	for _, f := range []string{
 		"api/v1alpha1/zz_generated.deepcopy.go",
 		"config/crd/bases/agentrun.dev_agentruns.yaml",
+		"config/crd/bases/agentrun.dev_agentrunpolicies.yaml",
 		"config/rbac/role.yaml",
 		"charts/agentrun/files/agentrun.dev_agentruns.yaml",
 		"charts/agentrun/files/manager-role.yaml",
+		"charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml",
+		"charts/agentrun/files/admission-policy.yaml",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil {

@@ -1,5 +1,8 @@
 // Package v1alpha1 is the agentrun.dev/v1alpha1 API: the AgentRun resource,
-// one run of a coding agent as a Kubernetes Job.
+// one run of a coding agent as a Kubernetes Job, and the cluster-scoped
+// AgentRunPolicy, what a platform admin lets the AgentRuns of some
+// namespaces ask for (the parameters of the agentrun-policy
+// ValidatingAdmissionPolicy).
 //
 // +kubebuilder:object:generate=true
 // +groupName=agentrun.dev

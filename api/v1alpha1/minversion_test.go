@@ -37,7 +37,7 @@ const minKubernetes = "1.31"
 // API server's limit, and checks that one minor lower refuses the CRD, so
 // minKubernetes is the true minimum, neither too old nor needlessly new.
 func TestCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
-	crd := generatedCRD(t)
+	crd := generatedCRD(t, "agentrun.dev_agentruns.yaml")
 	minimum := version.MustParse(minKubernetes + ".0")
 	compat := func(server *version.Version) *version.Version {
 		return version.MajorMinor(server.Major(), server.Minor()-1)
@@ -59,6 +59,20 @@ func TestCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
 	}
 	for _, e := range errs {
 		t.Logf("Kubernetes %s: %s", older, e)
+	}
+}
+
+// TestPolicyCRDRulesCompileOnMinimumKubernetes: the AgentRunPolicy CRD's
+// rules compile on the same minimum (config/policy_test.go compiles the
+// ValidatingAdmissionPolicy that reads it).
+func TestPolicyCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
+	minimum := version.MustParse(minKubernetes + ".0")
+	rules, errs := compileCRDRules(generatedCRD(t, "agentrun.dev_agentrunpolicies.yaml"), version.MajorMinor(minimum.Major(), minimum.Minor()-1))
+	if len(rules) == 0 {
+		t.Fatal("no x-kubernetes-validations rule found in the AgentRunPolicy CRD")
+	}
+	for _, e := range errs {
+		t.Errorf("Kubernetes %s refuses the AgentRunPolicy CRD: %s", minKubernetes, e)
 	}
 }
 
@@ -88,9 +102,9 @@ func TestMinimumKubernetesIsStated(t *testing.T) {
 	}
 }
 
-func generatedCRD(t *testing.T) *apiextensions.CustomResourceDefinition {
+func generatedCRD(t *testing.T, file string) *apiextensions.CustomResourceDefinition {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "agentrun.dev_agentruns.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
 	_ "github.com/agentrun-dev/agentrun/adapters/codex"
+	_ "github.com/agentrun-dev/agentrun/adapters/dsh"
 	_ "github.com/agentrun-dev/agentrun/adapters/pi"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/sandbox"

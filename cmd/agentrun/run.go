@@ -31,7 +31,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	var timeout int
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.Runtime, "runtime", "", "the agent CLI: claude-code, codex or pi")
+	fs.StringVar(&o.Runtime, "runtime", "", "the agent CLI: claude-code, codex, pi or dsh")
 	fs.StringVar(&o.Model, "model", "", "the model (default: the runtime's)")
 	fs.StringVar(&formatName, "format", "jsonl", "output format: jsonl, text or rich")
 	fs.StringVar(&o.RawPath, "raw", "", "keep the runtime's raw output in this file, byte for byte")

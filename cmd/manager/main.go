@@ -1,85 +1,181 @@
 // Command manager runs the AgentRun controller: it reconciles each AgentRun
 // into one Job, harvests the agent's end into the AgentRun's status, and
 // serves metrics (runs by end status, tokens and cost by runtime and model)
-// through controller-runtime's metrics server.
+// through controller-runtime's metrics server, over HTTPS to callers the
+// API server authenticates and authorizes.
 package main
 
 import (
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
 )
 
+// config is the manager's command line.
+type config struct {
+	metricsAddr, probeAddr string
+	// metricsSecure serves metrics over HTTPS behind controller-runtime's
+	// authentication and authorization filter (a TokenReview and a
+	// SubjectAccessReview per caller, cached), as kubebuilder's scaffold
+	// does: only callers allowed `get` on the non-resource URL /metrics
+	// read them.
+	metricsSecure bool
+	// metricsCertPath holds tls.crt and tls.key (cert-manager, say);
+	// empty: a self-signed certificate made at start.
+	metricsCertPath string
+	// enableHTTP2 is off by default: HTTP/2's stream reset and
+	// CONTINUATION floods (CVE-2023-44487, CVE-2023-39325) reach a
+	// server before any authentication.
+	enableHTTP2 bool
+	// watchNamespaces limits the manager to these namespaces (its cache,
+	// and so its list and watch calls), so that Roles in each suffice;
+	// empty: all namespaces.
+	watchNamespaces []string
+	leaderElect     bool
+	concurrency     int
+	qps             float64
+	burst           int
+	graces          controllers.Graces
+	job             controllers.JobConfig
+}
+
 func main() {
-	var (
-		metricsAddr, probeAddr, runnerImage, pullPolicy string
-		leaderElect                                     bool
-		concurrency                                     int
-		qps                                             float64
-		burst                                           int
-		graces                                          = controllers.DefaultGraces
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for more than one replica")
-	flag.StringVar(&runnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
+	c := config{graces: controllers.DefaultGraces}
+	var pullPolicy, watch string
+	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
+	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
+	flag.StringVar(&c.metricsCertPath, "metrics-cert-path", "", "directory with the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
+	flag.BoolVar(&c.enableHTTP2, "enable-http2", false, "serve metrics over HTTP/2 too (off: HTTP/2 stream floods reach the server before authentication)")
+	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	flag.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader, for more than one replica")
+	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile AgentRuns in (Roles there suffice); empty: all namespaces")
+	flag.StringVar(&c.job.RunnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
 	flag.StringVar(&pullPolicy, "runner-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of the runner image")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", 8, "AgentRuns reconciled at once")
-	flag.Float64Var(&qps, "kube-api-qps", 50, "requests per second to the API server")
-	flag.IntVar(&burst, "kube-api-burst", 100, "request burst to the API server")
-	flag.DurationVar(&graces.Startup, "startup-grace", graces.Startup, "how long an image pull or container configuration error may last before the run fails")
-	flag.DurationVar(&graces.Unschedulable, "unschedulable-grace", graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
+	flag.IntVar(&c.concurrency, "max-concurrent-reconciles", 8, "AgentRuns reconciled at once")
+	flag.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the API server")
+	flag.IntVar(&c.burst, "kube-api-burst", 100, "request burst to the API server")
+	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error may last before the run fails")
+	flag.DurationVar(&c.graces.Unschedulable, "unschedulable-grace", c.graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, concurrency, qps, burst, graces,
-		controllers.JobConfig{RunnerImage: runnerImage, PullPolicy: corev1.PullPolicy(pullPolicy)}); err != nil {
+	c.job.PullPolicy = corev1.PullPolicy(pullPolicy)
+	c.watchNamespaces = splitList(watch)
+	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, concurrency int, qps float64, burst int,
-	graces controllers.Graces, jobCfg controllers.JobConfig) error {
+// splitList reads a comma-separated flag value; blanks are dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func newScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return scheme
+}
 
-	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS, cfg.Burst = float32(qps), burst
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+// managerOptions are the controller-runtime options of the command line.
+func managerOptions(c config, scheme *runtime.Scheme) (ctrl.Options, error) {
+	metrics := metricsserver.Options{BindAddress: c.metricsAddr, SecureServing: c.metricsSecure}
+	if c.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		if !c.enableHTTP2 {
+			metrics.TLSOpts = append(metrics.TLSOpts, func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} })
+		}
+		if c.metricsCertPath != "" {
+			// controller-runtime falls back to a self-signed certificate
+			// when the files are missing; a path given on purpose must
+			// not be ignored silently.
+			for _, f := range []string{"tls.crt", "tls.key"} {
+				if _, err := os.Stat(filepath.Join(c.metricsCertPath, f)); err != nil {
+					return ctrl.Options{}, fmt.Errorf("--metrics-cert-path: %w", err)
+				}
+			}
+			metrics.CertDir, metrics.CertName, metrics.KeyName = c.metricsCertPath, "tls.crt", "tls.key"
+		}
+	} else if c.metricsCertPath != "" {
+		return ctrl.Options{}, errors.New("--metrics-cert-path needs --metrics-secure")
+	}
+	cacheOpts := controllers.CacheOptions()
+	if len(c.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range c.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		Metrics:                metrics,
+		HealthProbeBindAddress: c.probeAddr,
+		LeaderElection:         c.leaderElect,
 		LeaderElectionID:       "agentrun-manager.agentrun.dev",
 		// The process exits as soon as the manager stops, so giving the
 		// lease back is safe, and a rollout's new Pod leads at once
 		// instead of after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
-	})
+		Cache:                         cacheOpts,
+	}, nil
+}
+
+func run(c config) error {
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+	mgr, err := newManager(cfg, c)
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+		return err
+	}
+	ctrl.Log.WithName("manager").Info("starting", "runnerImage", c.job.RunnerImage,
+		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// newManager is the manager with the AgentRun controller and the health
+// checks, not yet started.
+func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
+	opts, err := managerOptions(c, newScheme())
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := &controllers.AgentRunReconciler{
 		Client:                  mgr.GetClient(),
@@ -87,19 +183,18 @@ func run(metricsAddr, probeAddr string, leaderElect bool, concurrency int, qps f
 		Recorder:                mgr.GetEventRecorderFor("agentrun-controller"),
 		Clock:                   clock.RealClock{},
 		Logs:                    controllers.ClientLogReader{Client: clientset},
-		Job:                     jobCfg,
-		Graces:                  graces,
-		MaxConcurrentReconciles: concurrency,
+		Job:                     c.job,
+		Graces:                  c.graces,
+		MaxConcurrentReconciles: c.concurrency,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the controller: %w", err)
+		return nil, fmt.Errorf("setting up the controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
+		return nil, err
 	}
-	ctrl.Log.WithName("manager").Info("starting", "runnerImage", jobCfg.RunnerImage)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr, nil
 }

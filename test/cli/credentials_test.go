@@ -28,15 +28,21 @@ type credRuntime struct {
 	keyVar, baseVar     string
 	basePath            string // after host:port
 	extra               []string
+	// shellScrubsKey: the CLI's tools do not inherit the key variable (dsh
+	// drops every name matching KEY|PASSWORD|SECRET|TOKEN from its
+	// subprocesses), so the agent's curl sends no key at all.
+	shellScrubsKey bool
 }
 
 var credRuntimes = []credRuntime{
 	{"claude-code", "sonnet", "AGENTRUN_CLAUDE_BIN", claudeBin, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "",
-		[]string{"--env", "CLAUDE_CODE_MAX_RETRIES=1"}},
+		[]string{"--env", "CLAUDE_CODE_MAX_RETRIES=1"}, false},
 	{"codex", codexModel, "AGENTRUN_CODEX_BIN", codexBin, "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1",
-		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}},
+		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}, false},
 	{"pi", piModel, "AGENTRUN_PI_BIN", piBin, "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1",
-		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}},
+		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}, false},
+	{"dsh", dshModel, "AGENTRUN_DSH_BIN", dshBin, "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "/v1",
+		[]string{"--env", "AGENTRUN_MODEL_RETRIES=1"}, true},
 }
 
 // lockedBuffer is a request log written by the mock's handlers.
@@ -128,7 +134,7 @@ func TestCredentialsNeverReachTheAgent(t *testing.T) {
 				if served < 2 {
 					t.Errorf("the mock served %d calls, want the probe's two: %+v", served, ledger)
 				}
-				if !strings.Contains(echoed.String(), credentials.StandInPrefix) {
+				if !rt.shellScrubsKey && !strings.Contains(echoed.String(), credentials.StandInPrefix) {
 					t.Errorf("the other host did not get the stand-in: %s", echoed.String())
 				}
 				for name, text := range map[string]string{"events": string(r.stdout), "stderr": string(r.stderr), "raw output": string(r.raw),

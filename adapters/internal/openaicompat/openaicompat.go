@@ -37,20 +37,34 @@ type Provider struct {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// Defaults are the variable of the base URL and the defaults of a
+// runtime whose API is not OpenAI's own (dsh: DEEPSEEK_BASE_URL,
+// https://api.deepseek.com, DEEPSEEK_API_KEY).
+type Defaults struct {
+	BaseURLEnv, BaseURL, KeyEnv string
+}
+
+// OpenAI are the defaults of FromSpec.
+var OpenAI = Defaults{BaseURLEnv: BaseURLEnv, BaseURL: DefaultBaseURL, KeyEnv: DefaultKeyEnv}
+
 // FromSpec reads the settings from spec.Env. Its errors say how to fix the
 // variable; adapters return them from Launch (the run is rejected).
-func FromSpec(spec adapters.LaunchSpec) (Provider, error) {
-	p := Provider{BaseURL: DefaultBaseURL, KeyEnv: DefaultKeyEnv}
-	if v := spec.Env[BaseURLEnv]; v != "" {
+func FromSpec(spec adapters.LaunchSpec) (Provider, error) { return FromSpecWith(spec, OpenAI) }
+
+// FromSpecWith is FromSpec with another base URL variable and other
+// defaults; AGENTRUN_API_KEY_ENV and AGENTRUN_MODEL_RETRIES are the same.
+func FromSpecWith(spec adapters.LaunchSpec, d Defaults) (Provider, error) {
+	p := Provider{BaseURL: d.BaseURL, KeyEnv: d.KeyEnv}
+	if v := spec.Env[d.BaseURLEnv]; v != "" {
 		u, err := url.Parse(v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return p, fmt.Errorf("%s=%q is not an http or https URL; pass the API's base URL, for example --env %s=https://api.openai.com/v1", BaseURLEnv, v, BaseURLEnv)
+			return p, fmt.Errorf("%s=%q is not an http or https URL; pass the API's base URL, for example --env %s=%s", d.BaseURLEnv, v, d.BaseURLEnv, d.BaseURL)
 		}
 		p.BaseURL = v
 	}
 	if v := spec.Env[KeyNameEnv]; v != "" {
 		if !envName.MatchString(v) {
-			return p, fmt.Errorf("%s=%q is not a variable name; pass the name of the variable that holds the API key, for example --env %s=OPENAI_API_KEY", KeyNameEnv, v, KeyNameEnv)
+			return p, fmt.Errorf("%s=%q is not a variable name; pass the name of the variable that holds the API key, for example --env %s=%s", KeyNameEnv, v, KeyNameEnv, d.KeyEnv)
 		}
 		p.KeyEnv = v
 	}

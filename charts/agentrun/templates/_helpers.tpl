@@ -17,3 +17,42 @@ app.kubernetes.io/name: {{ include "agentrun.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
+
+{{- /* The images: by version tag, the chart's appVersion unless a tag is given. */ -}}
+{{- define "agentrun.managerImage" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{- define "agentrun.runnerImage" -}}
+{{- .Values.runner.image | default (printf "%s:%s" .Values.runner.repository (.Values.runner.tag | default .Chart.AppVersion)) -}}
+{{- end -}}
+
+{{- /* The ValidatingAdmissionPolicy, its binding and the AgentRunPolicy share this name. */ -}}
+{{- define "agentrun.policyName" -}}
+{{- printf "%s-policy" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- /*
+The AgentRunPolicy's spec: the preset's fields, then each field of
+policy.spec in its place (set, not merge, so that false, 0 and [] replace
+the preset's value too).
+*/ -}}
+{{- define "agentrun.policySpec" -}}
+{{- $spec := dict -}}
+{{- if eq .Values.policy.preset "strict" -}}
+{{- $spec = dict "allowedRuntimes" (list "claude-code" "codex" "pi") "allowedImages" (list (include "agentrun.runnerImage" .)) "allowSandboxNone" false "allowNetworkFull" false "maxTimeout" "2h" "allowedServiceAccounts" (list "default") -}}
+{{- end -}}
+{{- range $k, $v := .Values.policy.spec -}}
+{{- $_ := set $spec $k $v -}}
+{{- end -}}
+{{- toYaml $spec -}}
+{{- end -}}
+
+{{- /* The namespaces of the agents' NetworkPolicy. */ -}}
+{{- define "agentrun.agentNamespaces" -}}
+{{- $ns := .Values.networkPolicy.agents.namespaces | default .Values.watchNamespaces -}}
+{{- if not $ns -}}
+{{- fail "networkPolicy.agents.enabled needs the agents' namespaces: set networkPolicy.agents.namespaces or watchNamespaces" -}}
+{{- end -}}
+{{- toJson $ns -}}
+{{- end -}}

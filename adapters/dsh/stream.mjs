@@ -1,0 +1,32 @@
+// Written by agentrun for one run of dsh's headless profile. It gives the
+// headless runner its task from standard input (in place of the
+// headless-startup plugin, which reads it from the command line), writes
+// every event of every dsh session to standard output as one JSON line as
+// the session commits it, and turns whatever else dsh writes to standard
+// output (the runner's final text) into a JSON line too.
+import { readFileSync, writeSync } from "node:fs";
+
+export const name = "agentrun-stream";
+
+function line(obj) {
+  const data = Buffer.from(JSON.stringify(obj) + "\n");
+  for (let off = 0; off < data.length; ) {
+    try {
+      off += writeSync(1, data, off);
+    } catch (e) {
+      if (e.code !== "EAGAIN") throw e;
+    }
+  }
+}
+
+export function apply(ctx) {
+  process.stdout.write = (chunk, encoding, cb) => {
+    if (typeof encoding === "function") cb = encoding;
+    line({ agentrun: "stdout", text: typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8") });
+    if (typeof cb === "function") process.nextTick(cb);
+    return true;
+  };
+  ctx.on("session/created", (session) => line({ agentrun: "session", header: session.header }));
+  ctx.on("session/event", (session, event) => line({ agentrun: "event", session: session.id, event }));
+  ctx.provide("headlessStartup", { task: readFileSync(0, "utf8") });
+}

@@ -1,0 +1,383 @@
+package charts
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// rendered is the chart rendered with some values, as objects.
+type rendered []map[string]any
+
+func render(t *testing.T, args ...string) rendered {
+	t.Helper()
+	return rendered(docs(t, helm(t, append([]string{"template", "ar", "charts/agentrun", "--namespace", "agentrun-system",
+		"--kube-version", "1.34.0"}, args...)...)))
+}
+
+// all are the objects of a kind, as "namespace/name" (or "name").
+func (r rendered) all(kind string) []string {
+	var out []string
+	for _, o := range r {
+		if o["kind"] != kind {
+			continue
+		}
+		md := o["metadata"].(map[string]any)
+		name := md["name"].(string)
+		if ns, ok := md["namespace"].(string); ok {
+			name = ns + "/" + name
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// get is the object of a kind and exact "namespace/name" (or "name").
+func (r rendered) get(t *testing.T, kind, name string) map[string]any {
+	t.Helper()
+	for _, o := range r {
+		md := o["metadata"].(map[string]any)
+		full := md["name"].(string)
+		if ns, ok := md["namespace"].(string); ok {
+			full = ns + "/" + full
+		}
+		if o["kind"] == kind && full == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s; %s: %v", kind, name, kind, r.all(kind))
+	return nil
+}
+
+// field reads a path of map keys and list indexes (as strings of digits
+// are not used: pass ints) from an object.
+func field(o any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := o.(map[string]any)
+			o = m[k]
+		case int:
+			l, _ := o.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			o = l[k]
+		}
+	}
+	return o
+}
+
+// managerArgs are the manager container's arguments.
+func (r rendered) managerArgs(t *testing.T) []string {
+	t.Helper()
+	var args []string
+	for _, a := range field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "args").([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+func asYAML(t *testing.T, v any) string {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// fromYAML reads a literal the way rendered objects are read.
+func fromYAML(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// generatedRules are the manager's rules as controller-gen wrote them.
+func generatedRules(t *testing.T) any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return field(fromYAML(t, string(b)), "rules")
+}
+
+// TestChartValues renders the chart with the defaults and with each option
+// this chart offers for least privilege and the admin policy, and checks
+// what each one adds, removes or changes.
+func TestChartValues(t *testing.T) {
+	version := appVersion(t)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, r rendered)
+	}{
+		{"defaults", nil, func(t *testing.T, r rendered) {
+			if got := r.all("ClusterRole"); !slices.Equal(got, []string{"ar-manager", "ar-manager-editor", "ar-manager-metrics-auth", "ar-manager-metrics-reader", "ar-manager-viewer"}) {
+				t.Errorf("ClusterRoles %v", got)
+			}
+			if got := r.all("Role"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election"}) {
+				t.Errorf("Roles %v: only leader election's, in the release namespace", got)
+			}
+			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "AgentRunPolicy", "NetworkPolicy", "ServiceMonitor"} {
+				if got := r.all(kind); len(got) > 0 {
+					t.Errorf("%s %v rendered by default", kind, got)
+				}
+			}
+			args := r.managerArgs(t)
+			for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--runner-image=agentrun-runner:" + version} {
+				if !slices.Contains(args, want) {
+					t.Errorf("manager args %v lack %s", args, want)
+				}
+			}
+			for _, a := range args {
+				if strings.HasPrefix(a, "--watch-namespaces") || strings.HasPrefix(a, "--metrics-cert-path") {
+					t.Errorf("manager arg %s by default", a)
+				}
+			}
+			dep := r.get(t, "Deployment", "agentrun-system/ar-manager")
+			if img := field(dep, "spec", "template", "spec", "containers", 0, "image"); img != "agentrun-manager:"+version {
+				t.Errorf("manager image %v, want the appVersion tag %s", img, version)
+			}
+			if reader := asYAML(t, r.get(t, "ClusterRole", "ar-manager-metrics-reader")["rules"]); !strings.Contains(reader, "/metrics") {
+				t.Errorf("metrics-reader rules %s", reader)
+			}
+			auth := asYAML(t, r.get(t, "ClusterRole", "ar-manager-metrics-auth")["rules"])
+			for _, want := range []string{"tokenreviews", "subjectaccessreviews", "create"} {
+				if !strings.Contains(auth, want) {
+					t.Errorf("metrics-auth rules lack %s:\n%s", want, auth)
+				}
+			}
+			if n := field(r.get(t, "CustomResourceDefinition", "agentruns.agentrun.dev"), "spec", "versions", 0, "schema", "openAPIV3Schema",
+				"properties", "spec", "properties", "network", "default"); !reflect.DeepEqual(n, map[string]any{"mode": "full"}) {
+				t.Errorf("spec.network default %v, want the generated {mode: full}", n)
+			}
+		}},
+		{"image tags", []string{"--set", "image.tag=1.2.3", "--set", "runner.repository=registry.example.com/agentrun-runner", "--set", "runner.tag=1.2.4"}, func(t *testing.T, r rendered) {
+			if img := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image"); img != "agentrun-manager:1.2.3" {
+				t.Errorf("manager image %v", img)
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--runner-image=registry.example.com/agentrun-runner:1.2.4") {
+				t.Errorf("manager args %v", args)
+			}
+		}},
+		{"watchNamespaces", []string{"--set", "watchNamespaces={team-a,team-b}"}, func(t *testing.T, r rendered) {
+			if got := r.all("Role"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election", "team-a/ar-manager", "team-b/ar-manager"}) {
+				t.Errorf("Roles %v", got)
+			}
+			if got := r.all("RoleBinding"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election", "team-a/ar-manager", "team-b/ar-manager"}) {
+				t.Errorf("RoleBindings %v", got)
+			}
+			if got := r.all("ClusterRoleBinding"); !slices.Equal(got, []string{"ar-manager-metrics-auth"}) {
+				t.Errorf("ClusterRoleBindings %v: only the metrics filter's (TokenReviews and SubjectAccessReviews are cluster-scoped)", got)
+			}
+			for _, ns := range []string{"team-a", "team-b"} {
+				if got := r.get(t, "Role", ns+"/ar-manager")["rules"]; !reflect.DeepEqual(got, generatedRules(t)) {
+					t.Errorf("Role in %s: rules %v, want config/rbac/role.yaml's", ns, got)
+				}
+				b := r.get(t, "RoleBinding", ns+"/ar-manager")
+				if s := field(b, "subjects", 0); !reflect.DeepEqual(s, map[string]any{"kind": "ServiceAccount", "name": "ar-manager", "namespace": "agentrun-system"}) {
+					t.Errorf("RoleBinding in %s: subject %v", ns, s)
+				}
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--watch-namespaces=team-a,team-b") {
+				t.Errorf("manager args %v", args)
+			}
+		}},
+		{"metrics plain HTTP", []string{"--set", "metrics.secure=false", "--set", "metrics.port=8080", "--set", "metrics.serviceMonitor.enabled=true"}, func(t *testing.T, r rendered) {
+			if got := r.all("ClusterRole"); slices.Contains(got, "ar-manager-metrics-auth") || slices.Contains(got, "ar-manager-metrics-reader") {
+				t.Errorf("ClusterRoles %v: no metrics roles without the filter", got)
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--metrics-secure=false") || !slices.Contains(args, "--metrics-bind-address=:8080") {
+				t.Errorf("manager args %v", args)
+			}
+			ep := field(r.get(t, "ServiceMonitor", "agentrun-system/ar-manager-metrics"), "spec", "endpoints", 0).(map[string]any)
+			if ep["scheme"] != "http" || ep["bearerTokenFile"] != nil || ep["tlsConfig"] != nil {
+				t.Errorf("ServiceMonitor endpoint %v", ep)
+			}
+		}},
+		{"metrics certificate and ServiceMonitor", []string{"--set", "metrics.certSecret=agentrun-metrics-tls", "--set", "metrics.serviceMonitor.enabled=true",
+			"--set", "metrics.serviceMonitor.labels.release=prometheus", "--set", "metrics.serviceMonitor.interval=30s"}, func(t *testing.T, r rendered) {
+			if args := r.managerArgs(t); !slices.Contains(args, "--metrics-cert-path=/metrics-certs") {
+				t.Errorf("manager args %v", args)
+			}
+			pod := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec")
+			if s := field(pod, "volumes", 0, "secret", "secretName"); s != "agentrun-metrics-tls" {
+				t.Errorf("volume secret %v", s)
+			}
+			if m := field(pod, "containers", 0, "volumeMounts", 0, "mountPath"); m != "/metrics-certs" {
+				t.Errorf("mount %v", m)
+			}
+			sm := r.get(t, "ServiceMonitor", "agentrun-system/ar-manager-metrics")
+			if l := field(sm, "metadata", "labels", "release"); l != "prometheus" {
+				t.Errorf("ServiceMonitor labels %v", field(sm, "metadata", "labels"))
+			}
+			ep := field(sm, "spec", "endpoints", 0).(map[string]any)
+			want := map[string]any{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "https",
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token", "tlsConfig": map[string]any{"insecureSkipVerify": true}}
+			if !reflect.DeepEqual(ep, want) {
+				t.Errorf("ServiceMonitor endpoint %v, want %v", ep, want)
+			}
+			svcLabels := field(r.get(t, "Service", "agentrun-system/ar-manager-metrics"), "metadata", "labels").(map[string]any)
+			for k, v := range field(sm, "spec", "selector", "matchLabels").(map[string]any) {
+				if svcLabels[k] != v {
+					t.Errorf("the ServiceMonitor selects %s=%v, the Service has %v", k, v, svcLabels[k])
+				}
+			}
+		}},
+		{"policy strict", []string{"--set", "policy.enabled=true"}, func(t *testing.T, r rendered) {
+			vap := r.get(t, "ValidatingAdmissionPolicy", "ar-policy")
+			b, err := os.ReadFile(filepath.Join(root(t), "config", "policy", "admission_policy.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := field(fromYAML(t, string(b)), "spec"); !reflect.DeepEqual(vap["spec"], want) {
+				t.Errorf("the chart's policy differs from config/policy's:\n%s", asYAML(t, vap["spec"]))
+			}
+			binding := r.get(t, "ValidatingAdmissionPolicyBinding", "ar-policy")
+			want := fromYAML(t, `{policyName: ar-policy, validationActions: [Deny], paramRef: {name: ar-policy, parameterNotFoundAction: Deny}, matchResources: {namespaceSelector: {}}}`)
+			if !reflect.DeepEqual(binding["spec"], want) {
+				t.Errorf("binding %s", asYAML(t, binding["spec"]))
+			}
+			// The strict preset is config/policy's strict AgentRunPolicy.
+			b, err = os.ReadFile(filepath.Join(root(t), "config", "policy", "agentrunpolicy_strict.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := r.get(t, "AgentRunPolicy", "ar-policy")["spec"], field(fromYAML(t, string(b)), "spec"); !reflect.DeepEqual(got, want) {
+				t.Errorf("strict preset:\n%s\nwant config/policy's:\n%s", asYAML(t, got), asYAML(t, want))
+			}
+		}},
+		{"policy strict with changes", []string{"--set", "policy.enabled=true", "--set", "runner.tag=9.9.9",
+			"--set-json", `policy.spec={"allowNetworkFull":true,"allowedServiceAccounts":[],"maxTurns":50}`}, func(t *testing.T, r rendered) {
+			want := fromYAML(t, `{allowedRuntimes: [claude-code, codex, pi], allowedImages: ["agentrun-runner:9.9.9"], allowSandboxNone: false,
+				allowNetworkFull: true, maxTimeout: 2h, allowedServiceAccounts: [], maxTurns: 50}`)
+			if got := r.get(t, "AgentRunPolicy", "ar-policy")["spec"]; !reflect.DeepEqual(got, want) {
+				t.Errorf("spec:\n%s", asYAML(t, got))
+			}
+		}},
+		{"policy custom", []string{"--set", "policy.enabled=true", "--set", "policy.preset=custom",
+			"--set-json", `policy.spec={"allowedRuntimes":["claude-code"],"maxTokens":1000000,"allowedRuntimeClasses":["gvisor"]}`,
+			"--set", "policy.namespaceSelector.matchLabels.agentrun\\.dev/policy=enforced", "--set", "policy.validationActions={Warn,Audit}"}, func(t *testing.T, r rendered) {
+			want := fromYAML(t, `{allowedRuntimes: [claude-code], maxTokens: 1000000, allowedRuntimeClasses: [gvisor]}`)
+			if got := r.get(t, "AgentRunPolicy", "ar-policy")["spec"]; !reflect.DeepEqual(got, want) {
+				t.Errorf("spec:\n%s", asYAML(t, got))
+			}
+			spec := r.get(t, "ValidatingAdmissionPolicyBinding", "ar-policy")["spec"]
+			if sel := field(spec, "matchResources", "namespaceSelector"); !reflect.DeepEqual(sel, fromYAML(t, `{matchLabels: {agentrun.dev/policy: enforced}}`)) {
+				t.Errorf("namespaceSelector %v", sel)
+			}
+			if a := field(spec, "validationActions"); !reflect.DeepEqual(a, []any{"Warn", "Audit"}) {
+				t.Errorf("validationActions %v", a)
+			}
+		}},
+		{"defaults.network", []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["api.anthropic.com:443"]}`}, func(t *testing.T, r rendered) {
+			network := field(r.get(t, "CustomResourceDefinition", "agentruns.agentrun.dev"), "spec", "versions", 0, "schema", "openAPIV3Schema",
+				"properties", "spec", "properties", "network").(map[string]any)
+			if !reflect.DeepEqual(network["default"], fromYAML(t, `{mode: custom, allowHosts: [api.anthropic.com:443]}`)) {
+				t.Errorf("spec.network default %v", network["default"])
+			}
+			if d := field(network, "properties", "mode", "default"); d != "custom" {
+				t.Errorf("spec.network.mode default %v", d)
+			}
+		}},
+		{"manager NetworkPolicy", []string{"--set", "networkPolicy.manager.enabled=true",
+			"--set-json", `networkPolicy.manager.apiServer=[{"cidr":"10.0.0.10/32","port":6443}]`,
+			"--set-json", `networkPolicy.manager.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]`}, func(t *testing.T, r rendered) {
+			np := r.get(t, "NetworkPolicy", "agentrun-system/ar-manager")
+			want := fromYAML(t, `
+podSelector: {matchLabels: {app.kubernetes.io/name: agentrun, app.kubernetes.io/instance: ar, app.kubernetes.io/component: manager}}
+policyTypes: [Ingress, Egress]
+ingress:
+  - ports: [{port: metrics, protocol: TCP}]
+    from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+  - ports: [{port: 8081, protocol: TCP}]
+egress:
+  - to: [{ipBlock: {cidr: 10.0.0.10/32}}]
+    ports: [{port: 6443, protocol: TCP}]
+  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}]
+    ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]
+`)
+			if !reflect.DeepEqual(np["spec"], want) {
+				t.Errorf("manager NetworkPolicy:\n%s", asYAML(t, np["spec"]))
+			}
+		}},
+		{"agents NetworkPolicy", []string{"--set", "watchNamespaces={team-a,team-b}", "--set", "networkPolicy.agents.enabled=true",
+			"--set-json", `networkPolicy.agents.allowedEgress=[{"cidr":"203.0.113.0/24","ports":[443]},{"cidr":"10.8.0.5/32","ports":[8080,8443]}]`}, func(t *testing.T, r rendered) {
+			if got := r.all("NetworkPolicy"); !slices.Equal(got, []string{"team-a/ar-agents", "team-b/ar-agents"}) {
+				t.Errorf("NetworkPolicies %v", got)
+			}
+			want := fromYAML(t, `
+podSelector: {matchLabels: {app.kubernetes.io/managed-by: agentrun, app.kubernetes.io/component: agent}}
+policyTypes: [Ingress, Egress]
+egress:
+  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}]
+    ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]
+  - to: [{ipBlock: {cidr: 203.0.113.0/24}}]
+    ports: [{port: 443, protocol: TCP}]
+  - to: [{ipBlock: {cidr: 10.8.0.5/32}}]
+    ports: [{port: 8080, protocol: TCP}, {port: 8443, protocol: TCP}]
+`)
+			if got := r.get(t, "NetworkPolicy", "team-b/ar-agents")["spec"]; !reflect.DeepEqual(got, want) {
+				t.Errorf("agents NetworkPolicy:\n%s", asYAML(t, got))
+			}
+		}},
+		{"agents NetworkPolicy in listed namespaces", []string{"--set", "networkPolicy.agents.enabled=true", "--set", "networkPolicy.agents.namespaces={ci}"}, func(t *testing.T, r rendered) {
+			if got := r.all("NetworkPolicy"); !slices.Equal(got, []string{"ci/ar-agents"}) {
+				t.Errorf("NetworkPolicies %v", got)
+			}
+			if got := field(r.get(t, "NetworkPolicy", "ci/ar-agents"), "spec", "egress"); len(got.([]any)) != 1 {
+				t.Errorf("egress %v: DNS only when nothing else is listed", got)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, render(t, tc.args...)) })
+	}
+}
+
+// TestChartRefusesValues: values that cannot work are refused when the
+// chart renders, with a message that says what to set (the schema's, or
+// the templates' own where a schema cannot say it).
+func TestChartRefusesValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown value", []string{"--set", "policy.enable=true"}, "additional properties 'enable' not allowed"},
+		{"unknown preset", []string{"--set", "policy.preset=lax"}, "value must be one of 'strict', 'custom'"},
+		{"unknown policy field", []string{"--set", "policy.spec.maxTime=1h"}, "additional properties 'maxTime' not allowed"},
+		{"bad duration", []string{"--set", "policy.spec.maxTimeout=2 hours"}, "/policy/spec/maxTimeout"},
+		{"Deny with Warn", []string{"--set", "policy.validationActions={Deny,Warn}"}, "/policy/validationActions"},
+		{"custom network without hosts", []string{"--set", "defaults.network.mode=custom"}, "missing property 'allowHosts'"},
+		{"an IP address without a port", []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["10.0.0.5"]}`}, "/defaults/network/allowHosts/0"},
+		{"hosts without custom", []string{"--set", "defaults.network.allowHosts={a.example:443}"}, "/defaults/network"},
+		{"manager NetworkPolicy without the API server", []string{"--set", "networkPolicy.manager.enabled=true"}, "/networkPolicy/manager/apiServer"},
+		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},
+		{"egress without ports", []string{"--set", "networkPolicy.agents.namespaces={ci}", "--set-json", `networkPolicy.agents.allowedEgress=[{"cidr":"10.0.0.0/8"}]`}, "missing property 'ports'"},
+		{"certificate without HTTPS", []string{"--set", "metrics.secure=false", "--set", "metrics.certSecret=tls"}, "/metrics/certSecret"},
+		{"ServiceMonitor without Service", []string{"--set", "metrics.service=false", "--set", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.service"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(helmBin(t), append([]string{"template", "ar", "charts/agentrun", "--kube-version", "1.34.0"}, tc.args...)...)
+			cmd.Dir = root(t)
+			cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("helm template %v: %v, want an error with %q:\n%.1000s", tc.args, err, tc.want, out)
+			}
+		})
+	}
+}
