@@ -94,8 +94,8 @@ func TestImagesByVersionTag(t *testing.T) {
 // TestManagerRBACIsLeast: the manager may read AgentRuns (never delete
 // them: they are the runs' records) and write their status, create and
 // delete Jobs, patch Pods (the harvest finalizer) and delete them (to
-// cancel a run), read pods/log, and write Events; nothing else, and never
-// Secrets.
+// cancel a run), read pods/log, write Events and list them (a Job's
+// FailedCreate, for PodRejected); nothing else, and never Secrets.
 func TestManagerRBACIsLeast(t *testing.T) {
 	var role struct {
 		Rules []struct {
@@ -125,7 +125,7 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		"batch/jobs":                    "create,delete,get,list,watch",
 		"/pods":                         "delete,get,list,patch,watch",
 		"/pods/log":                     "get",
-		"/events":                       "create,patch",
+		"/events":                       "create,list,patch",
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -50,7 +50,7 @@ func TestAgentPodsPassPodSecurity(t *testing.T) {
 			s.PodOverrides = &v1alpha1.PodOverrides{ServiceAccountName: "agents", RuntimeClassName: ptr.To("gvisor"),
 				NodeSelector: map[string]string{"pool": "agents"}, Tolerations: []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists}},
 				Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: mustQuantity("4Gi")}},
-				Labels: map[string]string{KueueQueueLabel: "agents"}}
+				Labels:    map[string]string{KueueQueueLabel: "agents"}}
 		}, true, true},
 		{"opt-in: seccomp Unconfined", chartJobConfig, func(s *v1alpha1.AgentRunSpec) {
 			s.PodOverrides = &v1alpha1.PodOverrides{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}

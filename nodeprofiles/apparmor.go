@@ -1,6 +1,7 @@
 package nodeprofiles
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 )
@@ -17,6 +18,14 @@ var appArmor []byte
 // mounts bubblewrap makes in them (the default profile denies mount and,
 // on Ubuntu 24.04 and later, unprivileged user namespaces).
 func AppArmor() []byte { return appArmor }
+
+// AppArmor3 is the profile for nodes whose AppArmor predates 4.0 (Ubuntu
+// 22.04, Debian 12): abi 3.0, without the `userns,` rule it does not know.
+// Those kernels do not mediate user namespaces, so nothing is lost.
+func AppArmor3() []byte {
+	p := bytes.Replace(appArmor, []byte("abi <abi/4.0>,"), []byte("abi <abi/3.0>,"), 1)
+	return bytes.Replace(p, []byte("\n  userns,\n"), []byte("\n"), 1)
+}
 
 func jsonIndent(v any) ([]byte, error) {
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -85,13 +85,9 @@ type run struct {
 	proc     *process
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
-	// unavailable is why the sandbox could not be built, when it could not.
-	unavailable string
+	// unavailable: the sandbox could not be built (end.detail says why).
+	unavailable bool
 }
-
-// maxUnavailableBytes bounds summary.isolation.unavailable: the summary
-// must fit a termination message, and end.detail has the whole text.
-const maxUnavailableBytes = 512
 
 // isolation is the summary's account of how the agent ran; nil for a
 // request rejected before its sandbox was tried.
@@ -100,8 +96,7 @@ func (r *run) isolation() *summary.Isolation {
 		return nil
 	}
 	iso := r.p.iso
-	u, _ := summary.CutUTF8(r.unavailable, maxUnavailableBytes)
-	return &summary.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: u}
+	return &summary.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: r.unavailable}
 }
 
 // end finishes the stream early, before or instead of the runtime.
@@ -214,13 +209,13 @@ func (r *run) start() *events.End {
 		defer r.pipe.mu.Unlock()
 		var sbErr errSandboxStart
 		if errors.As(err, &sbErr) {
-			r.unavailable = sbErr.Error()
+			r.unavailable = true
 			return r.end(events.StatusFailed, "the sandbox failed before the agent started: "+sbErr.Error())
 		}
 		if p.iso.sandboxed() {
 			// Preparing the sandbox failed (an idmapped mount, the deny
 			// list): the sandbox is as unavailable as when bwrap fails.
-			r.unavailable = err.Error()
+			r.unavailable = true
 		}
 		return r.end(events.StatusFailed, err.Error())
 	}

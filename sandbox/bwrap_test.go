@@ -152,3 +152,31 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 		t.Errorf("a placeholder was made for a path the agent cannot reach")
 	}
 }
+
+// TestAdvice: each way bubblewrap fails to start, as bwrap 0.8 words it,
+// gets its cause and the fix that applies.
+func TestAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		stderr string
+		want   []string
+	}{
+		{"bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.",
+			[]string{"seccomp profile", "agentrun/bwrap.json", "sandboxProfiles"}},
+		{"bwrap: Creating new namespace failed: No space left on device", []string{"user.max_user_namespaces"}},
+		{"bwrap: setting up uid map: Permission denied", []string{"AppArmor", "agentrun-bwrap", "apparmor_restrict_unprivileged_userns"}},
+		{"bwrap: Failed to make / slave: Permission denied", []string{"sandboxProfiles.appArmor.enabled"}},
+		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", []string{"cannot mount /proc"}},
+		{"bwrap: Can't mkdir /tmp/x: File exists", []string{"mount point"}},
+		{"", []string{"no message", "agentrun/bwrap.json"}},
+	} {
+		got := Advice(tc.stderr)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Advice(%q) = %q: lacks %q", tc.stderr, got, w)
+			}
+		}
+		if tc.stderr != "" && !strings.Contains(got, tc.stderr) {
+			t.Errorf("Advice(%q) drops bubblewrap's own words: %q", tc.stderr, got)
+		}
+	}
+}

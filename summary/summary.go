@@ -86,9 +86,10 @@ type Isolation struct {
 	Sandbox         string `json:"sandbox"`
 	NetworkMode     string `json:"network_mode"`
 	NetworkEnforced bool   `json:"network_enforced"`
-	// Unavailable is why bubblewrap could not build the sandbox here, with
-	// the fix; the run then failed before the agent started.
-	Unavailable string `json:"unavailable,omitempty"`
+	// Unavailable: the sandbox could not be built on this node, so the
+	// run failed before the agent started; the summary's detail says why
+	// and how to fix it.
+	Unavailable bool `json:"unavailable,omitempty"`
 }
 
 // FromEnd builds the whole (uncut) summary of an end event and the

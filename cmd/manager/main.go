@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +63,7 @@ type config struct {
 
 func main() {
 	c := config{graces: controllers.DefaultGraces}
-	var pullPolicy, watch string
+	var pullPolicy, watch, seccomp, apparmor string
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	flag.StringVar(&c.metricsCertPath, "metrics-cert-path", "", "directory with the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
@@ -72,21 +73,69 @@ func main() {
 	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile AgentRuns in (Roles there suffice); empty: all namespaces")
 	flag.StringVar(&c.job.RunnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
 	flag.StringVar(&pullPolicy, "runner-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of the runner image")
+	flag.StringVar(&seccomp, "sandbox-seccomp-profile", "runtime-default", "seccomp profile of sandboxed agent containers: localhost/<path under the kubelet's seccomp root> (the chart installs localhost/agentrun/bwrap.json), runtime-default (the sandbox cannot start: runs fail as SandboxUnavailable) or unconfined (an admin's opt-in)")
+	flag.StringVar(&apparmor, "sandbox-apparmor-profile", "", "AppArmor profile of sandboxed agent containers on AppArmor nodes: localhost/<profile> (the chart's is localhost/agentrun-bwrap), runtime-default, unconfined (an admin's opt-in) or empty (the runtime's default)")
 	flag.IntVar(&c.concurrency, "max-concurrent-reconciles", 8, "AgentRuns reconciled at once")
 	flag.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the API server")
 	flag.IntVar(&c.burst, "kube-api-burst", 100, "request burst to the API server")
-	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error may last before the run fails")
+	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error, or a Job that cannot create its Pod, may last before the run fails")
 	flag.DurationVar(&c.graces.Unschedulable, "unschedulable-grace", c.graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
+	flag.DurationVar(&c.graces.SandboxProfile, "sandbox-profile-grace", c.graces.SandboxProfile, "how long the agent container may fail to start for its seccomp or AppArmor profile before the run fails as SandboxUnavailable")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	c.job.PullPolicy = corev1.PullPolicy(pullPolicy)
 	c.watchNamespaces = splitList(watch)
+	var err error
+	if c.job.SandboxSeccomp, err = parseSeccompProfile(seccomp); err != nil {
+		fmt.Fprintln(os.Stderr, "manager: --sandbox-seccomp-profile:", err)
+		os.Exit(2)
+	}
+	if c.job.SandboxAppArmor, err = parseAppArmorProfile(apparmor); err != nil {
+		fmt.Fprintln(os.Stderr, "manager: --sandbox-apparmor-profile:", err)
+		os.Exit(2)
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
+}
+
+// parseSeccompProfile reads --sandbox-seccomp-profile, in the kubelet's
+// old annotation syntax that admins know. RuntimeDefault is nil: the
+// agent container's default.
+func parseSeccompProfile(s string) (*corev1.SeccompProfile, error) {
+	switch {
+	case s == "" || s == "runtime-default":
+		return nil, nil
+	case s == "unconfined":
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}, nil
+	case strings.HasPrefix(s, "localhost/"):
+		path := strings.TrimPrefix(s, "localhost/")
+		if path == "" || strings.HasPrefix(path, "/") || slices.Contains(strings.Split(path, "/"), "..") {
+			return nil, fmt.Errorf("%q: the path is relative to the kubelet's seccomp root, without \"..\" (for example localhost/agentrun/bwrap.json)", s)
+		}
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &path}, nil
+	}
+	return nil, fmt.Errorf("%q: want localhost/<path>, runtime-default or unconfined", s)
+}
+
+// parseAppArmorProfile reads --sandbox-apparmor-profile; empty leaves the
+// container runtime's default (nil).
+func parseAppArmorProfile(s string) (*corev1.AppArmorProfile, error) {
+	switch {
+	case s == "":
+		return nil, nil
+	case s == "runtime-default":
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}, nil
+	case s == "unconfined":
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}, nil
+	case strings.HasPrefix(s, "localhost/") && len(s) > len("localhost/"):
+		name := strings.TrimPrefix(s, "localhost/")
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}, nil
+	}
+	return nil, fmt.Errorf("%q: want localhost/<profile>, runtime-default, unconfined or empty", s)
 }
 
 // splitList reads a comma-separated flag value; blanks are dropped.
@@ -158,7 +207,8 @@ func run(c config) error {
 		return err
 	}
 	ctrl.Log.WithName("manager").Info("starting", "runnerImage", c.job.RunnerImage,
-		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure)
+		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure,
+		"sandboxSeccomp", c.job.SandboxSeccomp, "sandboxAppArmor", c.job.SandboxAppArmor)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -105,8 +105,9 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 }
 
 // checkAgentSecurity: the agent container runs bubblewrap without
-// privilege: non-root, no capabilities, no escalation, only seccomp
-// relaxed (bubblewrap's namespaces need it), no API token.
+// privilege: non-root, no capabilities, no escalation, agentrun's
+// Localhost seccomp profile (the chart's DaemonSet put it on the node; it
+// allows bubblewrap's namespaces and mounts and nothing more), no API token.
 func checkAgentSecurity(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	if pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC {
@@ -134,8 +135,11 @@ func checkAgentSecurity(t *testing.T, pod *corev1.Pod) {
 		t.Error("the agent container allows privilege escalation")
 	case sc.Capabilities == nil || len(sc.Capabilities.Add) != 0 || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
 		t.Errorf("the agent container's capabilities %+v, want all dropped", sc.Capabilities)
-	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined:
-		t.Errorf("seccomp %+v", sc.SeccompProfile)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
+		sc.SeccompProfile.LocalhostProfile == nil || *sc.SeccompProfile.LocalhostProfile != "agentrun/bwrap.json":
+		t.Errorf("seccomp %+v, want Localhost agentrun/bwrap.json", sc.SeccompProfile)
+	case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type == corev1.AppArmorProfileTypeUnconfined:
+		t.Error("AppArmor Unconfined")
 	}
 }
 

@@ -56,3 +56,15 @@ the preset's value too).
 {{- end -}}
 {{- toJson $ns -}}
 {{- end -}}
+
+{{- /* The agent containers' seccomp profile with the sandbox (--sandbox-seccomp-profile). */ -}}
+{{- define "agentrun.sandboxSeccomp" -}}
+{{- $p := .Values.sandboxProfiles -}}
+{{- if $p.seccompProfile -}}
+{{- $p.seccompProfile -}}
+{{- else if eq $p.installer "security-profiles-operator" -}}
+{{- printf "localhost/operator/%s/agentrun-bwrap.json" .Release.Namespace -}}
+{{- else -}}
+localhost/agentrun/bwrap.json
+{{- end -}}
+{{- end -}}
