@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -138,6 +139,23 @@ func parseAppArmorProfile(s string) (*corev1.AppArmorProfile, error) {
 	return nil, fmt.Errorf("%q: want localhost/<profile>, runtime-default, unconfined or empty", s)
 }
 
+// describeProfile is a profile as the start-up log shows it.
+func describeProfile[P *corev1.SeccompProfile | *corev1.AppArmorProfile](p P) string {
+	switch p := any(p).(type) {
+	case *corev1.SeccompProfile:
+		if p == nil {
+			return "RuntimeDefault"
+		}
+		return strings.TrimSpace(string(p.Type) + " " + ptr.Deref(p.LocalhostProfile, ""))
+	case *corev1.AppArmorProfile:
+		if p == nil {
+			return "the runtime's default"
+		}
+		return strings.TrimSpace(string(p.Type) + " " + ptr.Deref(p.LocalhostProfile, ""))
+	}
+	return ""
+}
+
 // splitList reads a comma-separated flag value; blanks are dropped.
 func splitList(s string) []string {
 	var out []string
@@ -208,7 +226,7 @@ func run(c config) error {
 	}
 	ctrl.Log.WithName("manager").Info("starting", "runnerImage", c.job.RunnerImage,
 		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure,
-		"sandboxSeccomp", c.job.SandboxSeccomp, "sandboxAppArmor", c.job.SandboxAppArmor)
+		"sandboxSeccomp", describeProfile(c.job.SandboxSeccomp), "sandboxAppArmor", describeProfile(c.job.SandboxAppArmor))
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -60,7 +60,10 @@ func TestPodSecurityNamespaces(t *testing.T) {
 	}
 	t.Run("the policy refuses a forbidden spec", func(t *testing.T) {
 		t.Parallel()
-		full := strings.Replace(claudeRun("full", "parallel", port).manifest(), "    mode: custom\n", "    mode: full\n", 1)
+		// The sample with any public address instead of the mock's, which
+		// the strict preset forbids.
+		m := claudeRun("full", "parallel", port).manifest()
+		full := m[:strings.Index(m, "  network:\n")] + "  network:\n    mode: full\n"
 		out, err := kubeIn(strings.NewReader(full), "-n", "e2e-restricted", "apply", "-f", "-")
 		const want = "spec.network.mode full (set, or the default) is not allowed by AgentRunPolicy agentrun-policy (namespace e2e-restricted)"
 		if err == nil || !strings.Contains(out+err.Error(), want) {
