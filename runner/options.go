@@ -6,7 +6,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,23 +103,34 @@ func prepare(o Options) (*prepared, error) {
 		return nil, err
 	}
 	p.runtime = rt
+	files := FilesFor(p.cwd)
 	for _, img := range o.Images {
-		if st, err := os.Stat(img); err != nil || st.IsDir() {
-			return nil, reject("--image %s: not a readable file; pass the path of a PNG, JPEG, GIF or WebP image", img)
+		f, err := files.Open(img)
+		if err != nil {
+			return nil, reject("--image %s: not a readable file (%v); pass the path of a PNG, JPEG, GIF or WebP image", img, errCause(err))
 		}
+		f.Close()
 	}
 	if o.Resume != "" && o.SessionDir == "" {
 		return nil, reject("--resume needs --session-dir: pass the directory the session was saved in")
 	}
+	if o.Resume != "" && !adapters.ValidSessionID(o.Resume) {
+		return nil, reject("--resume %q is not a session id (letters, digits, - and _): use an id from a previous end.session_id", o.Resume)
+	}
 	if o.SessionDir != "" {
-		if err := os.MkdirAll(o.SessionDir, 0o700); err != nil {
+		if err := files.MkdirAll(o.SessionDir, 0o700); err != nil {
 			return nil, reject("--session-dir %s: %v; pass a writable directory", o.SessionDir, err)
 		}
 	}
 	if o.Resume != "" {
-		if _, err := os.Stat(sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
+		f, err := files.Open(sessionFile(o.SessionDir, o.Runtime, o.Resume))
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, reject("--resume %s: no %s session with that id in --session-dir %s; use an id from a previous end.session_id", o.Resume, o.Runtime, o.SessionDir)
 		}
+		if err != nil {
+			return nil, reject("--resume %s: %v", o.Resume, err)
+		}
+		f.Close()
 	}
 	if p.creds, err = prepareCreds(o, p); err != nil {
 		return nil, err
@@ -210,4 +223,14 @@ func FilesFor(cwd string) safefile.Guard {
 		return safefile.Guard{}
 	}
 	return safefile.Guard{Untrusted: []string{cwd}}
+}
+
+// errCause is the cause of a path error, without the path the message
+// already names.
+func errCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -270,7 +270,11 @@ func (r *run) finish() *events.End {
 		}
 	}
 	if o.SessionDir != "" && r.store != nil {
-		if id := r.agg.SessionID(); id != "" {
+		if id := r.agg.SessionID(); id != "" && !adapters.ValidSessionID(id) {
+			// The id comes from the CLI's output, which the agent can write
+			// into; such an id would name a path (the raw output keeps it).
+			r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _): the session is not saved", o.Runtime, id))
+		} else if id != "" {
 			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
 			if err != nil {
 				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
