@@ -307,3 +307,52 @@ func TestRootCallerWorkspaceUnderAClosedDirectory(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
 }
+
+// TestRunnerFilesBehindAliasesOfTheWorkspace: the runner's own files named
+// relative to the current directory (the workspace), through /proc/self/root
+// or through a link to the workspace must not follow a link an earlier
+// agent planted there: --events would truncate the host file, --env-file
+// would hand its content to the agent.
+func TestRunnerFilesBehindAliasesOfTheWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		victim := filepath.Join(w.outside, "victim")
+		if err := os.WriteFile(victim, []byte("HOST_SECRET="+secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(victim, w.u.uid, w.u.uid)
+		for _, name := range []string{"events.jsonl", "vars.env"} {
+			if err := os.Symlink(victim, filepath.Join(w.ws, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wslink := filepath.Join(w.outside, "wslink")
+		if err := os.Symlink(w.ws, wslink); err != nil {
+			t.Fatal(err)
+		}
+		forms := map[string]string{
+			"relative":        "%s",
+			"proc self root":  "/proc/self/root" + w.ws + "/%s",
+			"link to the ws":  wslink + "/%s",
+			"dot-dot in path": w.ws + "/../" + filepath.Base(w.ws) + "/%s",
+		}
+		for form, pattern := range forms {
+			for _, flag := range []string{"--events", "--env-file"} {
+				file := map[string]string{"--events": "events.jsonl", "--env-file": "vars.env"}[flag]
+				args := append(append([]string{}, w.u.prefix...), agentrun, "sandbox", flag, fmt.Sprintf(pattern, file), "--", "sh", "-c", "echo ${HOST_SECRET:-none}")
+				c := exec.Command(args[0], args[1:]...)
+				c.Dir = w.ws // no --cwd: the workspace is the current directory
+				c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+				out, _ := c.CombinedOutput()
+				if code := c.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(out), "symbolic link") {
+					t.Errorf("%s %s: exit %d, %s", flag, form, code, out)
+				}
+				if strings.Contains(string(out), secret) {
+					t.Errorf("%s %s: the host file reached the agent", flag, form)
+				}
+				if b, _ := os.ReadFile(victim); !strings.Contains(string(b), secret) {
+					t.Fatalf("%s %s: the host file was truncated: %q", flag, form, b)
+				}
+			}
+		}
+	})
+}
