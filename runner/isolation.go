@@ -284,12 +284,46 @@ func callerHomes() []string {
 	return out
 }
 
-// workspaceAllowed refuses workspaces that hand the agent the machine or
-// a home: the workspace is writable inside the sandbox, so "/" would make
-// everything writable and a home would let the agent append to ~/.bashrc.
+// systemTrees are the machine's own trees: a workspace there would let the
+// agent write programs and configuration that root runs or reads
+// (/usr/local/sbin, /etc/cron.d), so neither they nor anything below them
+// may be the workspace. The shared scratch directories /tmp, /var/tmp and
+// /dev/shm may not be the workspace themselves (other users' files), but a
+// directory below them may; so may a project under /root, which is not a
+// system tree but root's home (refused itself as a home).
+var systemTrees = []string{"/etc", "/usr", "/var", "/opt", "/boot", "/bin", "/sbin", "/lib*", "/proc", "/sys", "/dev", "/run"}
+
+var scratchDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// systemTree is the system tree that holds dir, or "".
+func systemTree(dir string) string {
+	for _, s := range scratchDirs {
+		if dir == s {
+			return s
+		}
+		if within(dir, s) {
+			return ""
+		}
+	}
+	first, _, _ := strings.Cut(strings.TrimPrefix(dir, "/"), "/")
+	for _, tree := range systemTrees {
+		if prefix, glob := strings.CutSuffix(tree, "*"); glob && strings.HasPrefix("/"+first, prefix) || "/"+first == tree {
+			return "/" + first
+		}
+	}
+	return ""
+}
+
+// workspaceAllowed refuses workspaces that hand the agent the machine, a
+// system tree or a home: the workspace is writable inside the sandbox, so
+// "/" would make everything writable, /usr/local/sbin a program root runs,
+// and a home would let the agent append to ~/.bashrc.
 func workspaceAllowed(cwd string, homes []string) error {
 	if cwd == "/" {
 		return reject("the working directory is /, which would make the whole machine writable for the agent: pass --cwd with a project directory")
+	}
+	if tree := systemTree(cwd); tree != "" {
+		return reject("the working directory %s is in %s, a directory of the system or shared by all users, which the agent would be able to change: pass --cwd with a project directory", cwd, tree)
 	}
 	for _, h := range homes {
 		if h == "/" {

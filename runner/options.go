@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // Options is one `agentrun run`.
@@ -150,11 +151,22 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
 		}
 	}
-	if cwd, err = resolveDir(cwd); err != nil {
+	given, err := filepath.Abs(cwd)
+	if err == nil {
+		cwd, err = filepath.EvalSymlinks(given)
+	}
+	if err != nil {
 		return nil, reject("--cwd %s: %v; pass an existing directory", orig, err)
 	}
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
+	}
+	if (so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap) && given != cwd {
+		// A link on the way may be one an agent planted in an earlier
+		// workspace (svc -> /usr/local/sbin): the directory handed to the
+		// agent is the one the caller named, not where a link leads.
+		link, target := firstLink(given)
+		return nil, reject("the working directory %s goes through the symbolic link %s (to %s), which the agent of an earlier run may have planted: pass --cwd with the real path %s", given, link, target, cwd)
 	}
 	iso, err := newIsolation(so, cwd)
 	if err != nil {
@@ -198,6 +210,20 @@ func (p *prepared) envNames() []string {
 		}
 	}
 	return names
+}
+
+// firstLink is the first component of the absolute path p that is a
+// symbolic link, and its target.
+func firstLink(p string) (string, string) {
+	cur := "/"
+	for _, c := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		cur = filepath.Join(cur, c)
+		if st, err := os.Lstat(cur); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(cur)
+			return cur, target
+		}
+	}
+	return p, "?"
 }
 
 func resolveDir(dir string) (string, error) {

@@ -220,7 +220,9 @@ func TestProcessLimitStopsAForkBomb(t *testing.T) {
 
 func TestWorkspaceCannotBeTheMachineOrAHome(t *testing.T) {
 	forEachUser(t, func(t *testing.T, w *world) {
-		for _, cwd := range []string{"/", w.home, filepath.Dir(w.home)} {
+		for _, cwd := range []string{"/", w.home, filepath.Dir(w.home),
+			// system trees and shared scratch directories (finding 5)
+			"/usr/local/sbin", "/etc", "/var/lib", "/opt", "/run", "/tmp", "/var/tmp", "/dev/shm"} {
 			_, stderr, code := w.runRaw(t, []string{"--cwd", cwd}, "true")
 			if code != 125 || !strings.Contains(stderr, "pass --cwd with a project directory") {
 				t.Errorf("--cwd %s: exit %d, %s", cwd, code, stderr)
@@ -353,6 +355,34 @@ func TestRunnerFilesBehindAliasesOfTheWorkspace(t *testing.T) {
 					t.Fatalf("%s %s: the host file was truncated: %q", flag, form, b)
 				}
 			}
+		}
+	})
+}
+
+// TestWorkspaceThroughAPlantedLink: an earlier run's agent replaced a
+// directory of its workspace with a link (rm -rf svc; ln -s /usr/local/sbin
+// svc); a later --cwd naming that directory must not make the link's
+// target the writable workspace.
+func TestWorkspaceThroughAPlantedLink(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		target := filepath.Join(w.outside, "keys") // a directory of the caller's, not a system one
+		for name, to := range map[string]string{"svc": "/usr/local/sbin", "lib": target} {
+			link := filepath.Join(w.ws, name)
+			if err := os.Symlink(to, link); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := w.runRaw(t, []string{"--cwd", link}, "sh", "-c", "echo x > planted-by-agent")
+			if code != 125 || !strings.Contains(stderr, "goes through the symbolic link "+link) || !strings.Contains(stderr, "pass --cwd with the real path") {
+				t.Errorf("--cwd %s (a link to %s): exit %d, %s", link, to, code, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(to, "planted-by-agent")); err == nil {
+				os.Remove(filepath.Join(to, "planted-by-agent"))
+				t.Errorf("the agent wrote into %s", to)
+			}
+		}
+		// The real path of a directory works.
+		if _, stderr, code := w.runRaw(t, []string{"--cwd", target}, "true"); code != 0 {
+			t.Errorf("--cwd %s: exit %d, %s", target, code, stderr)
 		}
 	})
 }
