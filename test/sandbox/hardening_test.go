@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,6 +384,80 @@ func TestWorkspaceThroughAPlantedLink(t *testing.T) {
 		// The real path of a directory works.
 		if _, stderr, code := w.runRaw(t, []string{"--cwd", target}, "true"); code != 0 {
 			t.Errorf("--cwd %s: exit %d, %s", target, code, stderr)
+		}
+	})
+}
+
+// TestNoSetuidFilesInTheWorkspace: the workspace of a root caller is given
+// to the agent through an idmapped mount, so in a root-owned workspace
+// (as here for root) what the agent makes is root's on disk; a setuid copy
+// of a shell would be a root shell for anyone on the host. Every call that
+// sets the bits is refused, and none is left in the workspace.
+func TestNoSetuidFilesInTheWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		dir := filepath.Join(w.ws, "setid")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(dir, w.u.uid, w.u.uid)
+		o := w.run(t, nil, nil, probe, "setid", dir)
+		lines := strings.Split(o.stdout, "\n")
+		if len(lines) < 8 {
+			t.Fatalf("probe: %q %s", o.stdout, o.stderr)
+		}
+		for _, line := range lines {
+			if !strings.Contains(line, " denied: ") {
+				t.Errorf("%s", line)
+			}
+		}
+		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s is %v on the host (owner %d)", p, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid)
+			}
+			return nil
+		})
+		// Plain modes still work, and a build's chmod +x.
+		if o := w.run(t, nil, nil, "sh", "-c", "cd "+dir+" && echo x > f && chmod 755 f && chmod u+x,g-w f && chmod 1777 . && mkdir d && chmod 750 d && echo OK"); o.stdout != "OK" {
+			t.Errorf("ordinary chmod: %q %s", o.stdout, o.stderr)
+		}
+	})
+}
+
+// TestNoDatagramPairToHostSockets is the review's /var/tmp/rev/c/dgram:
+// socket(AF_UNIX) is refused, but a datagram socketpair was not, and
+// sendto() or connect() with a filesystem address reaches any datagram
+// socket on the host (journald, /dev/log).
+func TestNoDatagramPairToHostSockets(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		sock := filepath.Join(w.outside, "log.sock")
+		l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		os.Chmod(sock, 0o777)
+		o := w.run(t, nil, nil, probe, "dgram", sock)
+		if !strings.HasPrefix(o.stdout, "denied: socketpair") {
+			t.Errorf("a datagram pair inside: %q", o.stdout)
+		}
+		l.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		buf := make([]byte, 100)
+		if n, _, err := l.ReadFrom(buf); err == nil {
+			t.Errorf("the host socket received %q from the sandbox", buf[:n])
+		}
+		if o := w.run(t, nil, nil, probe, "pairs"); o.stdout != "ok 1,5" {
+			t.Errorf("stream and seqpacket pairs must stay: %q", o.stdout)
+		}
+	})
+}
+
+// TestNoBPFOrPerf: bpf and perf_event_open are refused by the filter
+// (EPERM) before the kernel reads their arguments (EFAULT).
+func TestNoBPFOrPerf(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		want := fmt.Sprintf("bpf %d perf_event_open %d", unix.EPERM, unix.EPERM)
+		if o := w.run(t, nil, nil, probe, "kernel"); o.stdout != want {
+			t.Errorf("%q, want %q", o.stdout, want)
 		}
 	})
 }
