@@ -24,8 +24,8 @@ type SandboxOptions struct {
 	AllowHosts []string // --allow-host HOST[:PORT]
 	DenyRead   []string // --deny-read PATH, after the defaults
 	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
-	// WritableGit lets the agent write the workspace's .git (commit);
-	// by default it is read-only (see sandbox.ProtectedGit).
+	// WritableGit lets the agent write the workspace's repositories
+	// (commit); by default they are read-only (see sandbox.ProtectGit).
 	WritableGit bool
 	// MaxProcs bounds the agent's processes; 0 means DefaultMaxProcs.
 	MaxProcs int
@@ -45,7 +45,7 @@ type isolation struct {
 	resolver *proxy.HostResolver
 	denyRead []string
 	proc     sandbox.ProcMode
-	protect  []string // workspace paths bound read-only (its .git)
+	git      sandbox.GitProtection // workspace paths bound read-only (its repositories)
 	maxProcs int
 }
 
@@ -111,10 +111,26 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		}
 	}
 	if !o.WritableGit {
-		iso.protect = sandbox.ProtectedGit(cwd)
+		if iso.git, err = sandbox.ProtectGit(cwd); err != nil {
+			return nil, reject("%v", err)
+		}
 	}
 	return iso, nil
 }
+
+// prepareWorkspace readies the workspace cwd just before the sandbox
+// starts: the read-only placeholder .git when the search asked for one.
+// The returned function undoes it after the run.
+func (i *isolation) prepareWorkspace(cwd string) (func(), error) {
+	if !i.sandboxed() || !i.git.Placeholder {
+		return func() {}, nil
+	}
+	return sandbox.MakeGitPlaceholder(cwd)
+}
+
+// GitSearchNote is the [note] of a workspace too large to search for
+// repositories in full (without node_modules).
+var GitSearchNote = fmt.Sprintf("the search for repositories in the working directory stopped after %d directories: a .git deeper in it is not read-only for the agent", sandbox.MaxGitSearchDirs)
 
 // sandboxed reports whether the agent runs in bubblewrap.
 func (i *isolation) sandboxed() bool { return i.mode == sandbox.Bubblewrap }
@@ -138,6 +154,9 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 		return []string{NoSandboxNote}
 	}
 	var out []string
+	if i.git.Partial {
+		out = append(out, GitSearchNote)
+	}
 	if sessionDir != "" {
 		abs, _ := filepath.Abs(sessionDir)
 		if abs == cwd || strings.HasPrefix(abs, cwd+"/") {
@@ -151,7 +170,7 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 // is bin, with the run's private state directory writable.
 func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
 	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-		DenyRead: i.denyRead, Protect: i.protect, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
+		DenyRead: i.denyRead, Protect: i.git.Paths, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
 		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
 	return cfg

@@ -11,7 +11,7 @@ import (
 
 func TestSandboxEnvIsMinimal(t *testing.T) {
 	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, "/work")
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestSandboxEnvIsMinimal(t *testing.T) {
 	if env := envMap(none.env("/h", nil, nil)); env["AGENTRUN_SECRET_OF_THE_RUNNER"] != "x" || env["HTTPS_PROXY"] != os.Getenv("HTTPS_PROXY") {
 		t.Errorf("--sandbox none keeps agentrun's own environment and sets no proxy")
 	}
-	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, "/work")
+	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, t.TempDir())
 	if env := envMap(off.env("/h", nil, nil)); env["HTTPS_PROXY"] != "" || env["NO_PROXY"] != "" {
 		t.Errorf("--network none sets no proxy variables: %v", env)
 	}
@@ -52,7 +52,7 @@ func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, "/work")
+			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}

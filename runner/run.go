@@ -170,6 +170,12 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
+	undo, err := p.iso.prepareWorkspace(p.cwd)
+	if err != nil {
+		return r.end(events.StatusFailed, err.Error())
+	}
+	prev := r.cleanup
+	r.cleanup = func() { prev(); undo() }
 	home := filepath.Join(r.stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))

@@ -461,3 +461,88 @@ func TestNoBPFOrPerf(t *testing.T) {
 		}
 	})
 }
+
+// TestRepositoryGitFilesAreReadOnly: .git need not be a directory at the
+// top of the workspace. In a linked worktree and in a submodule .git is a
+// file ("gitdir: PATH"): rewritten to point at a git directory of the
+// agent's with core.fsmonitor set, the host's next `git status` runs the
+// agent's command (as root for a root caller). A workspace that is a
+// subdirectory of a checkout has no .git at all, and one the agent makes
+// there takes over `git status` in it. Each attack is made inside; the
+// host then runs git where the user would.
+func TestRepositoryGitFilesAreReadOnly(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		git := func(dir string, args ...string) {
+			t.Helper()
+			c := exec.Command("git", append([]string{"-C", dir}, args...)...)
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_NOSYSTEM=1",
+				"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+		// A git directory of the agent's whose fsmonitor leaves a mark.
+		evil := func(dir, mark string) string {
+			return fmt.Sprintf(`mkdir -p %[1]s/objects %[1]s/refs && echo 'ref: refs/heads/main' > %[1]s/HEAD && `+
+				`printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch %[2]s; false"\n' > %[1]s/config`, dir, mark)
+		}
+		type attack struct {
+			name   string
+			setup  func(ws string) (cwd, gitCwd string) // the workspace, and where the user runs git
+			inside func(mark string) string
+		}
+		attacks := []attack{
+			{"linked worktree", func(ws string) (string, string) {
+				main := filepath.Join(w.outside, "main")
+				git(w.outside, "init", "-q", "-b", "main", main)
+				git(main, "commit", "-q", "--allow-empty", "-m", "x")
+				git(main, "worktree", "add", "-q", filepath.Join(ws, "wt"))
+				return filepath.Join(ws, "wt"), filepath.Join(ws, "wt")
+			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: evil\\n' > .git" }},
+			{"submodule", func(ws string) (string, string) {
+				git(ws, "init", "-q", "-b", "main")
+				os.MkdirAll(filepath.Join(ws, ".git", "modules", "sub"), 0o755)
+				os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+				os.WriteFile(filepath.Join(ws, "sub", ".git"), []byte("gitdir: ../.git/modules/sub\n"), 0o644)
+				return ws, filepath.Join(ws, "sub")
+			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: ../evil\\n' > sub/.git" }},
+			{"subdirectory of a checkout", func(ws string) (string, string) {
+				git(ws, "init", "-q", "-b", "main")
+				os.MkdirAll(filepath.Join(ws, "svc"), 0o755)
+				return filepath.Join(ws, "svc"), filepath.Join(ws, "svc")
+			}, func(mark string) string { return evil(".git", mark) }},
+		}
+		for i, a := range attacks {
+			ws := filepath.Join(w.ws, fmt.Sprintf("case%d", i))
+			os.Mkdir(ws, 0o755)
+			cwd, gitCwd := a.setup(ws)
+			chownAll(t, w.ws, w.u.uid)
+			chownAll(t, w.outside, w.u.uid)
+			mark := filepath.Join(w.outside, fmt.Sprintf("PWNED-%d", i))
+			_, stderr, code := w.runRaw(t, []string{"--cwd", cwd}, "sh", "-c", a.inside(mark)+" && echo DONE")
+			if code == 0 {
+				t.Errorf("%s: the agent's attack went through (%s)", a.name, stderr)
+			}
+			if code == 125 {
+				t.Fatalf("%s: the sandbox did not run: %s", a.name, stderr)
+			}
+			// The user's next git command on the host (root trusts any
+			// owner here, as a root caller in its own workspace would).
+			c := exec.Command("git", "-c", "safe.directory=*", "-C", gitCwd, "status", "--short")
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_NOSYSTEM=1"}
+			_ = c.Run()
+			if _, err := os.Stat(mark); err == nil {
+				t.Errorf("%s: git status on the host ran the agent's fsmonitor", a.name)
+			}
+		}
+		// The placeholder of the subdirectory case is gone after the run.
+		if _, err := os.Lstat(filepath.Join(w.ws, "case2", "svc", ".git")); err == nil {
+			t.Errorf("a .git stayed in the subdirectory after the run (the placeholder or the agent's)")
+		}
+		// --writable-git keeps today's meaning: nothing is protected.
+		ws := filepath.Join(w.ws, "case0", "wt")
+		if _, stderr, code := w.runRaw(t, []string{"--cwd", ws, "--writable-git"}, "sh", "-c", "echo x >> .git"); code != 0 {
+			t.Errorf("--writable-git: exit %d, %s", code, stderr)
+		}
+	})
+}
