@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -86,6 +87,9 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		iso.maxProcs = DefaultMaxProcs
 	}
 	homes := callerHomes()
+	if h := ownerHome(cwd); h != "" && !slices.Contains(homes, h) {
+		homes = append(homes, h)
+	}
 	iso.denyRead = sandbox.DefaultDenyRead(homes...)
 	for _, p := range o.DenyRead {
 		if !filepath.IsAbs(p) {
@@ -331,6 +335,21 @@ func systemTree(dir string) string {
 		}
 	}
 	return ""
+}
+
+// ownerHome is the passwd home of the workspace's owner, or "": when root
+// works in another user's project (/home/alice/proj), alice's ~/.ssh is as
+// much a secret as root's own, and her home as little a workspace.
+func ownerHome(dir string) string {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)))
+	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
+		return ""
+	}
+	return filepath.Clean(u.HomeDir)
 }
 
 // workspaceAllowed refuses workspaces that hand the agent the machine, a

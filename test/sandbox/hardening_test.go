@@ -546,3 +546,49 @@ func TestRepositoryGitFilesAreReadOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkspaceOwnersCredentialsAreDenied: root (or a user the project is
+// shared with) works in another user's project. That user's credentials are
+// as secret as the caller's own, and files such as ~/.npmrc are often
+// readable by all: the deny list covers the workspace owner's home too, and
+// that home itself is no workspace. The owner is a user of a private
+// /etc/passwd (unshare -m and a bind mount), so that the host's stays as it
+// is.
+func TestWorkspaceOwnersCredentialsAreDenied(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		const aliceUID = 4242
+		alice := filepath.Join(w.outside, "alice")
+		proj := filepath.Join(alice, "proj")
+		for rel, content := range map[string]string{".npmrc": secret, ".aws/credentials": secret, "proj/main.go": "package main"} {
+			p := filepath.Join(alice, rel)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chownAll(t, alice, aliceUID)
+		os.Chmod(proj, 0o777) // shared with the caller
+		hostPasswd, _ := os.ReadFile("/etc/passwd")
+		passwd := filepath.Join(w.outside, "passwd")
+		os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644)
+		run := func(cwd string, cmd ...string) (string, string, int) {
+			args := append([]string{"unshare", "-m", "--", "sh", "-c", `mount --bind "$0" /etc/passwd && exec "$@"`, passwd},
+				append(append(append([]string{}, w.u.prefix...), agentrun, "sandbox", "--cwd", cwd, "--"), cmd...)...)
+			c := exec.Command(args[0], args[1:]...)
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+			var stdout, stderr bytes.Buffer
+			c.Stdout, c.Stderr = &stdout, &stderr
+			_ = c.Run()
+			return strings.TrimSpace(stdout.String()), stderr.String(), c.ProcessState.ExitCode()
+		}
+		for _, f := range []string{".npmrc", ".aws/credentials"} {
+			out, stderr, code := run(proj, probe, "read", filepath.Join(alice, f))
+			if code != 0 || !strings.HasPrefix(out, "denied:") {
+				t.Errorf("the workspace owner's %s: exit %d, %q %s", f, code, out, stderr)
+			}
+		}
+		if _, stderr, code := run(alice, "true"); code != 125 || !strings.Contains(stderr, "holds the home "+alice) {
+			t.Errorf("the workspace owner's home as workspace: exit %d, %s", code, stderr)
+		}
+	})
+}
