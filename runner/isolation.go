@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/user"
@@ -129,7 +131,14 @@ func (i *isolation) prepareWorkspace(cwd string) (func(), error) {
 	if !i.sandboxed() || !i.git.Placeholder {
 		return func() {}, nil
 	}
-	return sandbox.MakeGitPlaceholder(cwd)
+	undo, err := sandbox.MakeGitPlaceholder(cwd)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		// Where this user cannot make it, neither can the agent, who
+		// writes as this user or with less.
+		i.git.Paths = slices.DeleteFunc(i.git.Paths, func(p string) bool { return p == ".git" })
+		return func() {}, nil
+	}
+	return undo, err
 }
 
 // GitSearchNote is the [note] of a workspace too large to search for

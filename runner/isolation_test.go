@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,5 +126,42 @@ func TestVisibleUnderTmp(t *testing.T) {
 		if got := visibleUnderTmp(tt.bin); strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("visibleUnderTmp(%s) = %v, want %v", tt.bin, got, tt.want)
 		}
+	}
+}
+
+// A workspace in a checkout without a .git of its own gets a read-only
+// placeholder for the run, removed afterwards; where the caller cannot make
+// it (nor, then, the agent) the run goes on without it.
+func TestGitPlaceholder(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(filepath.Join(base, ".git"), 0o755)
+	ws := filepath.Join(base, "svc")
+	os.Mkdir(ws, 0o755)
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !iso.git.Placeholder || strings.Join(iso.git.Paths, ",") != ".git" {
+		t.Fatalf("git %+v", iso.git)
+	}
+	undo, err := iso.prepareWorkspace(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !st.IsDir() {
+		t.Errorf("no placeholder during the run: %v", err)
+	}
+	undo()
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+		t.Errorf("the placeholder stayed")
+	}
+	if os.Geteuid() == 0 {
+		return // root makes it anywhere
+	}
+	os.Chmod(ws, 0o555)
+	defer os.Chmod(ws, 0o755)
+	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
+	if _, err := iso.prepareWorkspace(ws); err != nil || len(iso.git.Paths) != 0 {
+		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
 	}
 }
