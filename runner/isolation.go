@@ -372,7 +372,8 @@ func workspaceAllowed(cwd string, homes []string) error {
 	if tree := systemTree(cwd); tree != "" {
 		return reject("the working directory %s is in %s, a directory of the system or shared by all users, which the agent would be able to change: pass --cwd with a project directory", cwd, tree)
 	}
-	for _, h := range homes {
+	// /root is root's home even where root's passwd entry says otherwise.
+	for _, h := range append(homes, "/root") {
 		if h == "/" {
 			continue
 		}

@@ -65,6 +65,9 @@ func TestWorkspaceAllowed(t *testing.T) {
 			t.Errorf("workspaceAllowed(%s) = %v", tt.cwd, err)
 		}
 	}
+	if err := workspaceAllowed("/root", []string{"/home/bob"}); err == nil {
+		t.Errorf("/root is refused whatever the homes")
+	}
 	if err := workspaceAllowed("/srv", []string{"/"}); err != nil {
 		t.Errorf("a home of / (a Pod's user without one) refuses nothing but /: %v", err)
 	}
