@@ -184,6 +184,12 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
+	undo, err := p.iso.prepareWorkspace(p.cwd)
+	if err != nil {
+		return r.end(events.StatusFailed, err.Error())
+	}
+	prev := r.cleanup
+	r.cleanup = func() { prev(); undo() }
 	home := filepath.Join(r.stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
@@ -290,7 +296,11 @@ func (r *run) finish() *events.End {
 		}
 	}
 	if o.SessionDir != "" && r.store != nil {
-		if id := r.agg.SessionID(); id != "" {
+		if id := r.agg.SessionID(); id != "" && !adapters.ValidSessionID(id) {
+			// The id comes from the CLI's output, which the agent can write
+			// into; such an id would name a path (the raw output keeps it).
+			r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _): the session is not saved", o.Runtime, id))
+		} else if id != "" {
 			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
 			if err != nil {
 				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))

@@ -46,6 +46,14 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		return fail("%v", err)
 	}
 	p.iso.prepareHost()
+	if p.iso.git.Partial {
+		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", GitSearchNote)
+	}
+	undo, err := p.iso.prepareWorkspace(p.cwd)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer undo()
 	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
 	if err != nil {
 		return fail("%v", err)

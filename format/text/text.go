@@ -61,8 +61,11 @@
 //   - [result]: "non-blank content" and "more than 3 lines" count non-blank
 //     lines; a run without any main-agent text counts as different. The
 //     result is written with only its leading and trailing \r and \n
-//     removed; inner lines are written byte for byte.
+//     removed; inner lines are written byte for byte (but see Printable).
 //   - [note] TEXT is written as given.
+//   - Every line goes through Printable: escape sequences and the other
+//     control characters but tab and newline are dropped, so that what the
+//     agent wrote cannot act on the terminal.
 package text
 
 import (
@@ -114,7 +117,7 @@ func (r *Renderer) write(lines []Line) error {
 	}
 	r.buf.Reset()
 	for _, l := range lines {
-		r.buf.WriteString(l.String())
+		r.buf.WriteString(Printable(l.String()))
 		r.buf.WriteByte('\n')
 	}
 	_, err := io.WriteString(r.w, r.buf.String())
