@@ -57,6 +57,10 @@ const (
 	// ReasonConnectionLimit: the run's proxy connection cap was reached
 	// and every connection was busy.
 	ReasonConnectionLimit = "connection_limit"
+	// ReasonUnsupportedEncoding: a credential destination answered in a
+	// content encoding the proxy cannot read, so it could neither take the
+	// real value out nor meter the call; the answer was refused (502).
+	ReasonUnsupportedEncoding = "unsupported_encoding"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.

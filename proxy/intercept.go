@@ -30,10 +30,19 @@ type Interceptor interface {
 	// non-empty refusal answers the client 429 with it instead (a spend
 	// limit reached).
 	Request(host string, port int, r *http.Request) (refusal string)
-	// Response changes the upstream's response before the client reads it.
-	Response(host string, port int, r *http.Request, resp *http.Response)
+	// Response changes the upstream's response before the client reads it;
+	// a non-nil Refusal answers the client 502 instead (an answer the
+	// interceptor cannot read, so cannot clean), and is reported as a
+	// refused decision with its reason.
+	Response(host string, port int, r *http.Request, resp *http.Response) *Refusal
 	// Roots verify the upstream's certificate (nil: the system's roots).
 	Roots() *x509.CertPool
+}
+
+// Refusal is an interceptor's refusal of an upstream's answer.
+type Refusal struct {
+	Reason string // for the network event and ReasonHeader
+	Detail string // for the client, after "agentrun proxy: "
 }
 
 // interceptAddr is the checked destination of an intercepted connection.

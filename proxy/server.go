@@ -482,7 +482,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	defer resp.Body.Close()
 	if intercepted {
-		s.Intercept.Response(host, port, out, resp)
+		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
+			s.report(Access{Host: host, Port: port, Reason: ref.Reason})
+			w.Header().Set(ReasonHeader, ref.Reason)
+			http.Error(w, "agentrun proxy: "+ref.Detail, http.StatusBadGateway)
+			return
+		}
 	}
 	body := activity{resp.Body, &last}
 	stripHop(resp.Header)
