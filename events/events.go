@@ -191,6 +191,11 @@ type NetworkAccess struct {
 	Port    int     `json:"port"`
 	Allowed bool    `json:"allowed"`
 	Reason  *string `json:"reason"`
+	// Suppressed is absent on a decision reported on its own; on a
+	// summary (the proxy reported its cap of distinct decisions of this
+	// kind) it counts the decisions of the kind not reported one by one
+	// since the previous summary, this one included.
+	Suppressed int `json:"suppressed,omitempty"`
 }
 
 // End is the last event of every run.

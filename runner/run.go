@@ -184,7 +184,7 @@ func (r *run) start() *events.End {
 		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
-			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
+			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
 		}
 	}
 	// The [note] lines and start come before anything the proxy reports:
