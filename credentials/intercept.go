@@ -31,6 +31,10 @@ type Interceptor struct {
 // Claims reports whether host:port is a credential destination.
 func (i *Interceptor) Claims(host string, port int) bool { return len(i.Set.For(host, port)) > 0 }
 
+// PlainHTTP reports whether host:port was declared as speaking plain HTTP:
+// only then may the real value travel to it unencrypted.
+func (i *Interceptor) PlainHTTP(host string, port int) bool { return i.Set.PlainHTTP(host, port) }
+
 // Certificate is the authority's certificate for host.
 func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
 	return i.Authority.Leaf(host)

@@ -61,6 +61,10 @@ const (
 	// content encoding the proxy cannot read, so it could neither take the
 	// real value out nor meter the call; the answer was refused (502).
 	ReasonUnsupportedEncoding = "unsupported_encoding"
+	// ReasonTLSRequired: a plain-HTTP request to a credential destination
+	// that was not declared as speaking plain HTTP; the real value goes
+	// over TLS only, so the request was refused (403).
+	ReasonTLSRequired = "tls_required"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.

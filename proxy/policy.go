@@ -220,6 +220,9 @@ const (
 	// ReasonUnsupportedEncoding: an intercepted destination's answer came
 	// in a content encoding the interceptor cannot read (502).
 	ReasonUnsupportedEncoding = events.ReasonUnsupportedEncoding
+	// ReasonTLSRequired: plain HTTP to an intercepted destination that
+	// does not take it (403).
+	ReasonTLSRequired = events.ReasonTLSRequired
 )
 
 // Decision is the verdict on one destination.

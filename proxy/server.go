@@ -562,6 +562,10 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	intercepted := s.intercepted(host, port)
 	if intercepted {
+		if out.URL.Scheme != "https" && !s.Intercept.PlainHTTP(host, port) {
+			s.refusePlain(w, host, port)
+			return
+		}
 		if refusal := s.Intercept.Request(host, port, out); refusal != "" {
 			tooMany(w, refusal)
 			return
