@@ -69,11 +69,11 @@ func TestAgentArgs(t *testing.T) {
 			"--image", "/workspace/shots/a.png", "--image", "/agentrun-images/1/b.jpg", "--image", "/agentrun-images/2/c.webp",
 			"--", "fix the failing test"}},
 		{"credentials", func(s *v1alpha1.AgentRunSpec) {
-			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "gw.internal:8080"},
+			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "http://gw.internal:8080"},
 				ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}}}}
 			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full",
-			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
+			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,http://gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
 			"--", "fix the failing test"}},
 		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
 			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}

@@ -155,7 +155,7 @@ func (r *run) build() *events.End {
 		}
 	}
 	if c := r.p.creds; c != nil {
-		r.meter = &meter.Meter{OnCall: r.onMeteredCall}
+		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
 		if err := c.build(stateDir, r.meter); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
@@ -204,7 +204,7 @@ func (r *run) start() *events.End {
 		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
-			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
+			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
 		}
 	}
 	// The [note] lines and start come before anything the proxy reports:
@@ -336,6 +336,22 @@ func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
 	r.p.creds.intercept.Refuse(tokenLimitRefusal(max))
 	if r.stop != nil {
 		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens metered at the proxy", max, total.Total()))
+	}
+}
+
+// onUnmeteredCall: a model call's answer could not be metered (and was
+// refused). Its tokens are unknown, so a --max-tokens limit can no longer
+// be held: the meter fails closed, further model calls are refused and
+// the run ends with limit.
+func (r *run) onUnmeteredCall(why string) {
+	r.warn("a model call could not be metered and its answer was refused: " + why)
+	max := r.o.MaxTokens
+	if max <= 0 {
+		return
+	}
+	r.p.creds.intercept.Refuse(fmt.Sprintf("token_limit: --max-tokens %d cannot be held: a model call could not be metered", max))
+	if r.stop != nil {
+		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: %s", max, why))
 	}
 }
 

@@ -73,7 +73,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 			if !a.Allowed {
 				reason = events.String(a.Reason)
 			}
-			e := &events.NetworkAccess{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: reason}
+			e := &events.NetworkAccess{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: reason, Suppressed: a.Suppressed}
 			events.Stamp(e, events.TypeNetwork, time.Now())
 			_ = w.Write(e)
 		}

@@ -15,7 +15,7 @@
 //	    … (+4 lines)
 //	[PARENT] agent start LABEL (MODEL): DESCRIPTION
 //	[LABEL] agent finished 12.4s MODEL  in 14.1k  out 85  cached 69%
-//	[main] net denied HOST:PORT (REASON)
+//	[main] net denied HOST:PORT (REASON) and 4 more
 //	[result]
 //	RESULT AS IT IS
 //	[end] finished 31.2s  in 65.3k  out 0.9k  cached 64%  $0.0437  session ID  DETAIL
@@ -48,7 +48,8 @@
 //     model is null does not hide an earlier known model.
 //   - network: host and port are joined as Go's net.JoinHostPort does, so
 //     an IPv6 host is bracketed ([::1]:443); a denied event without a
-//     reason has no parentheses.
+//     reason has no parentheses. A summary (suppressed N+1) ends with
+//     " and N more"; one that stands for itself alone (suppressed 1) does not.
 //   - Seconds have one decimal, the tenths cut (a stopwatch): 31250 ms is
 //     31.2s, 12460 ms is 12.4s.
 //   - Token numbers use printf's %.1f (correct rounding, exact ties to
