@@ -318,14 +318,22 @@ func callerHomes() []string {
 
 // systemTrees are the machine's own trees: a workspace there would let the
 // agent write programs and configuration that root runs or reads
-// (/usr/local/sbin, /etc/cron.d), so neither they nor anything below them
-// may be the workspace. The shared scratch directories /tmp, /var/tmp and
-// /dev/shm may not be the workspace themselves (other users' files), but a
-// directory below them may; so may a project under /root, which is not a
-// system tree but root's home (refused itself as a home).
+// (/usr/local/sbin, /etc/cron.d, /var/spool/cron), so neither they nor
+// anything below them may be the workspace. The shared scratch directories
+// /tmp, /var/tmp and /dev/shm may not be the workspace themselves (other
+// users' files), but a directory below them may; so may a project under
+// /root, which is not a system tree but root's home (refused itself as a
+// home), and a service's own project directories under /var/lib (a CI
+// server's, such as /var/lib/jenkins/workspace/JOB), except the package
+// managers' and the system's state there.
 var systemTrees = []string{"/etc", "/usr", "/var", "/opt", "/boot", "/bin", "/sbin", "/lib*", "/proc", "/sys", "/dev", "/run"}
 
 var scratchDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// varLibSystem are the directories under /var/lib that hold the system's
+// own state: programs and scripts root runs (dpkg's maintainer scripts),
+// its policy (polkit, sudo) or its units.
+var varLibSystem = []string{"dpkg", "apt", "rpm", "dnf", "yum", "systemd", "polkit-1", "sudo", "ucf", "pam", "dbus", "apparmor", "kubelet", "containerd", "docker"}
 
 // systemTree is the system tree that holds dir, or "".
 func systemTree(dir string) string {
@@ -337,7 +345,13 @@ func systemTree(dir string) string {
 			return ""
 		}
 	}
-	first, _, _ := strings.Cut(strings.TrimPrefix(dir, "/"), "/")
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	if len(parts) >= 4 && parts[0] == "var" && parts[1] == "lib" && !slices.Contains(varLibSystem, parts[2]) {
+		// /var/lib/SERVICE/DIR/...: below a service's own directory
+		// (which is the service's home, refused as such when it is one).
+		return ""
+	}
+	first := parts[0]
 	for _, tree := range systemTrees {
 		if prefix, glob := strings.CutSuffix(tree, "*"); glob && strings.HasPrefix("/"+first, prefix) || "/"+first == tree {
 			return "/" + first

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -147,7 +148,11 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 	var err error
 	orig := cwd
 	if cwd == "" {
-		if cwd, err = os.Getwd(); err != nil {
+		// The kernel's name of the current directory, not $PWD (which
+		// keeps the links a shell went through): a caller who did not
+		// name a path is not refused for a link in it; the checks below
+		// still apply to where the directory really is.
+		if cwd, err = syscall.Getwd(); err != nil {
 			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
 		}
 	}
