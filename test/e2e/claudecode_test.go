@@ -72,8 +72,19 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 		*end.Usage.InputTokens != *u.InputTokens || *end.Usage.OutputTokens != *u.OutputTokens {
 		t.Errorf("status tokens in %d out %d, end %v %v", *u.InputTokens, *u.OutputTokens, end.Usage.InputTokens, end.Usage.OutputTokens)
 	}
-	if len(srv.Ledger()) != 2 {
-		t.Errorf("the mock served %d calls, want 2", len(srv.Ledger()))
+	// Two complete calls of the main agent. claude-code may add a side
+	// call (a title, a classifier) or retry a stream that stalled under
+	// load; the stream accounts for those too (VerifyUsage above).
+	var main int
+	for _, c := range srv.Ledger() {
+		if c.Role == "main" && !c.Aborted {
+			main++
+		} else {
+			t.Logf("an extra call: %+v", c)
+		}
+	}
+	if main != 2 {
+		t.Errorf("the mock served %d complete calls of the main agent, want 2: %+v", main, srv.Ledger())
 	}
 	cost, err := strconv.ParseFloat(u.CostUSD, 64)
 	if err != nil || end.Usage.CostUSD == nil || cost != *end.Usage.CostUSD || cost <= 0 {
