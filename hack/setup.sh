@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
 # Debian packages (tmux, bubblewrap, curl, util-linux, debootstrap, openssl,
-# iproute2) and the pinned agent CLIs from npm (cached under .cache/). Safe
-# to run on every test run.
+# iproute2; nodejs and npm where npm is missing) and the pinned agent CLIs
+# from npm (cached under .cache/). Safe to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -29,5 +29,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-command -v npm >/dev/null 2>&1 || { echo "setup: npm is missing (Node.js 20 or newer with npm is needed for the agent CLIs)" >&2; exit 1; }
+# npm for the agent CLIs: Debian's, only where there is none (a Node.js
+# from NodeSource or nvm brings its own, which Debian's npm conflicts with).
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: npm is missing (Node.js with npm is needed for the agent CLIs); install it with: sudo apt-get install -y nodejs npm" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install nodejs npm"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 "$root/hack/install-clis.sh"

@@ -8,11 +8,12 @@ import (
 
 // Runtime is the agent CLI a run starts.
 //
-// dsh stays in the enum (it is the next runtime) but is refused at
-// admission until agentrun has a dsh adapter: without one the run could
-// only fail at start, after its Pod was scheduled and its image pulled.
+// dsh stays in the enum but is refused at admission: agentrun has its
+// adapter (docs/dsh.md), but the runner image does not carry dsh and the
+// Node.js 24 it needs yet, so the run could only fail at start, after its
+// Pod was scheduled and its image pulled.
 // +kubebuilder:validation:Enum=claude-code;codex;pi;dsh
-// +kubebuilder:validation:XValidation:rule="self != 'dsh'",message="runtime dsh is not available yet: agentrun has no dsh adapter, so the run could not start; use claude-code, codex or pi"
+// +kubebuilder:validation:XValidation:rule="self != 'dsh'",message="runtime dsh is not available on Kubernetes yet: the runner image does not carry dsh (run it with the agentrun command, docs/dsh.md); use claude-code, codex or pi"
 type Runtime string
 
 // The runtimes agentrun knows.
@@ -68,7 +69,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.upstreamCA) || (has(self.credentials) && size(self.credentials) > 0)",message="spec.upstreamCA verifies the credentials' hosts: add spec.credentials, or drop it"
 type AgentRunSpec struct {
 	// Runtime is the agent CLI: claude-code, codex or pi (dsh is refused
-	// until agentrun has its adapter).
+	// until the runner image carries it).
 	// +required
 	Runtime Runtime `json:"runtime"`
 
