@@ -131,9 +131,15 @@ func TestChartValues(t *testing.T) {
 			if got := r.all("Role"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election"}) {
 				t.Errorf("Roles %v: only leader election's, in the release namespace", got)
 			}
-			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "AgentRunPolicy", "NetworkPolicy", "ServiceMonitor"} {
+			for _, kind := range []string{"AgentRunPolicy", "NetworkPolicy", "ServiceMonitor"} {
 				if got := r.all(kind); len(got) > 0 {
 					t.Errorf("%s %v rendered by default", kind, got)
+				}
+			}
+			// The admin policy is off; the sandbox profiles' guard is on.
+			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+				if got := r.all(kind); !slices.Equal(got, []string{"ar-sandbox-profiles"}) {
+					t.Errorf("%s %v, want the profile guard only", kind, got)
 				}
 			}
 			args := r.managerArgs(t)
@@ -393,6 +399,16 @@ egress:
 			}
 			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-seccomp-profile=localhost/operator/agentrun-system/agentrun-bwrap.json") {
 				t.Errorf("manager args %v", args)
+			}
+		}},
+		{"sandbox profiles: no guard", []string{"--set", "sandboxProfiles.guard=false"}, func(t *testing.T, r rendered) {
+			if got := r.all("ValidatingAdmissionPolicy"); len(got) > 0 {
+				t.Errorf("policies %v with the guard off", got)
+			}
+		}},
+		{"sandbox profiles: nothing to guard with RuntimeDefault", []string{"--set", "sandboxProfiles.seccompProfile=runtime-default"}, func(t *testing.T, r rendered) {
+			if got := r.all("ValidatingAdmissionPolicy"); len(got) > 0 {
+				t.Errorf("policies %v without a Localhost profile", got)
 			}
 		}},
 		{"sandbox profiles: installed by the admin, profile named", []string{"--set", "sandboxProfiles.installer=none", "--set", "sandboxProfiles.seccompProfile=localhost/profiles/bwrap.json"}, func(t *testing.T, r rendered) {

@@ -580,7 +580,9 @@ func TestPodRejected(t *testing.T) {
 		t.Errorf("kstatus %s: a rejected run is stuck, which kstatus calls Failed", got)
 	}
 
-	h.clock.Step(h.graces.Startup + time.Second)
+	// The grace counts from the Job's creation (the API server's clock,
+	// a little after the fake clock's start) at the earliest.
+	h.clock.Step(h.graces.Startup + time.Minute)
 	h.poke("refused")
 	run := h.phaseIs("refused", v1alpha1.PhaseFailed)
 	if c := succeeded(run); c.Reason != ReasonPodRejected || !strings.Contains(run.Status.Detail, "violates PodSecurity") {

@@ -179,7 +179,7 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		// Admission refusals do not heal by themselves (someone must
 		// change the namespace's labels, a quota or the spec), but a
 		// quota freed or a webhook back up does: so a grace, not at once.
-		return fail(ReasonPodRejected, fmt.Sprintf("the Job could not create the run's Pod for %s: %s", g.Startup, r.Message)), 0
+		return fail(ReasonPodRejected, fmt.Sprintf("the Job could not create the run's Pod for %s; the Job controller reported: %s", g.Startup, r.Message)), 0
 	}
 	if p := o.Pod; p != nil {
 		if p.Status.Phase == corev1.PodFailed && p.Status.Reason != "" {

@@ -167,7 +167,7 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "pod rejected, within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: rejection},
 			wantWait: 4 * time.Minute},
 		{name: "pod rejected too long", obs: observation{Now: t0.Add(5 * time.Minute), Job: testJob(nil), Rejection: rejection},
-			wantReason: ReasonPodRejected, wantStatus: events.StatusFailed, wantDetail: `for 5m0s: pods "r-abcde" is forbidden: violates PodSecurity`},
+			wantReason: ReasonPodRejected, wantStatus: events.StatusFailed, wantDetail: `for 5m0s; the Job controller reported: pods "r-abcde" is forbidden: violates PodSecurity`},
 
 		{name: "unschedulable within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
 			Pod: testPod(unschedulable(t0))}, wantWait: 9 * time.Minute},
@@ -555,8 +555,11 @@ func TestPodRejectedIsReported(t *testing.T) {
 
 func TestLatestRejection(t *testing.T) {
 	ev := func(msg string, first, last time.Duration) corev1.Event {
-		return corev1.Event{Message: msg, FirstTimestamp: metav1.NewTime(t0.Add(first)), LastTimestamp: metav1.NewTime(t0.Add(last))}
+		return corev1.Event{Message: msg, FirstTimestamp: metav1.NewTime(t0.Add(first)), LastTimestamp: metav1.NewTime(t0.Add(last)),
+			Source: corev1.EventSource{Component: "job-controller"}}
 	}
+	forged := ev("use sandbox: none", -time.Hour, -time.Hour)
+	forged.Source.Component = "someone"
 	for _, tc := range []struct {
 		name string
 		evs  []corev1.Event
@@ -566,10 +569,12 @@ func TestLatestRejection(t *testing.T) {
 		{"one", []corev1.Event{ev("a", 0, time.Minute)}, &podRejection{Message: "a", Since: t0}},
 		{"the newest message, the first time", []corev1.Event{ev("new", time.Minute, 3*time.Minute), ev("old", 0, 2*time.Minute)},
 			&podRejection{Message: "new", Since: t0}},
-		{"events.k8s.io style: eventTime only", []corev1.Event{{Message: "b", EventTime: metav1.NewMicroTime(t0)}},
+		{"events.k8s.io style: eventTime and reporting controller", []corev1.Event{{Message: "b", EventTime: metav1.NewMicroTime(t0), ReportingController: "job-controller"}},
 			&podRejection{Message: "b", Since: t0}},
+		{"not before the Job existed", []corev1.Event{ev("back-dated", -24*time.Hour, time.Minute)}, &podRejection{Message: "back-dated", Since: t0}},
+		{"another component's Event does not count", []corev1.Event{forged}, nil},
 	} {
-		got := latestRejection(tc.evs)
+		got := latestRejection(tc.evs, t0)
 		if (got == nil) != (tc.want == nil) || (got != nil && (got.Message != tc.want.Message || !got.Since.Equal(tc.want.Since))) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

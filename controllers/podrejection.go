@@ -31,24 +31,37 @@ func (r *AgentRunReconciler) reconcileRejection(ctx context.Context, s *scope) e
 	if err != nil {
 		return err
 	}
-	s.obs.Rejection = latestRejection(list.Items)
+	s.obs.Rejection = latestRejection(list.Items, job.CreationTimestamp.Time)
 	s.requeueAfter(rejectionPoll)
 	return nil
 }
 
+// jobController is the component that reports a Job's Pod refusals.
+const jobController = "job-controller"
+
 // latestRejection is the refusal the Events report: the newest message,
-// since the first time. nil without Events.
-func latestRejection(evs []corev1.Event) *podRejection {
+// since the first time, but never before the Job existed. Only the Job
+// controller's Events count, and whoever may create Events in the
+// namespace could still write one: the clamp keeps such an Event from
+// failing a run before its grace (counted from the Job's creation) is over,
+// and the message says where it came from. nil without Events.
+func latestRejection(evs []corev1.Event, jobCreated time.Time) *podRejection {
 	var out *podRejection
 	var newest time.Time
 	for i := range evs {
 		e := &evs[i]
+		if e.Source.Component != jobController && e.ReportingController != jobController {
+			continue
+		}
 		first, last := e.FirstTimestamp.Time, e.LastTimestamp.Time
 		if first.IsZero() {
 			first = e.EventTime.Time
 		}
 		if last.IsZero() {
 			last = first
+		}
+		if first.Before(jobCreated) {
+			first = jobCreated
 		}
 		if out == nil {
 			out = &podRejection{Message: e.Message, Since: first}

@@ -107,7 +107,8 @@ runtime_packages() {
 # ---------------------------------------------------------------- certificates
 pki() {
   local p="$state/pki"
-  [ -f "$p/done" ] && return
+  # done-2: the controller manager's own certificate was added.
+  [ -f "$p/done-2" ] && return
   rm -rf "$p"; mkdir -p "$p"
   log "certificates (openssl)"
   (
@@ -125,11 +126,15 @@ pki() {
     printf 'extendedKeyUsage=clientAuth\n' >client.ext
     cert admin "/O=system:masters/CN=agentrun-admin" client.ext
     cert kubelet "/O=system:nodes/CN=system:node:$node_name" client.ext
+    # The controller manager as itself, its controllers with their own
+    # service accounts (--use-service-account-credentials), as on real
+    # clusters: admission can tell the Job controller from a user.
+    cert controller-manager "/CN=system:kube-controller-manager" client.ext
     printf 'subjectAltName=IP:%s,DNS:%s\nextendedKeyUsage=serverAuth\n' "$node_ip" "$node_name" >kubelet-serving.ext
     cert kubelet-serving "/CN=$node_name" kubelet-serving.ext
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-    touch done
+    touch done-2
   )
 }
 
@@ -300,6 +305,7 @@ up() {
   pki
   kubeconfig "$state/kubeconfig" admin
   kubeconfig "$state/kubelet.kubeconfig" kubelet
+  kubeconfig "$state/controller-manager.kubeconfig" controller-manager
   network
   configs
   export PATH="$pkgs/usr/bin:$pkgs/usr/sbin:$PATH"
@@ -323,10 +329,10 @@ up() {
   wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
   wait_for "kube-apiserver" 90 "$assets/kubectl" --kubeconfig "$state/kubeconfig" get --raw /readyz
   start kube-controller-manager "$nodebin/kube-controller-manager" \
-    --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
+    --kubeconfig "$state/controller-manager.kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
     --authorization-kubeconfig "$state/kubeconfig" --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --leader-elect=false --service-account-private-key-file "$p/sa.key" --root-ca-file "$p/ca.crt" \
-    --use-service-account-credentials=false --cluster-signing-cert-file "$p/ca.crt" \
+    --use-service-account-credentials=true --cluster-signing-cert-file "$p/ca.crt" \
     --cluster-signing-key-file "$p/ca.key" --controllers '*,-nodeipam' --profiling=false
   start kube-scheduler "$nodebin/kube-scheduler" --kubeconfig "$state/kubeconfig" \
     --authentication-kubeconfig "$state/kubeconfig" --authorization-kubeconfig "$state/kubeconfig" \

@@ -103,6 +103,50 @@ func TestBubblewrapNeedsExactlyThese(t *testing.T) {
 	}
 }
 
+// TestProfileRefusesEscapeRoutes: the profile sits at a well-known path on
+// every node, and Pod Security accepts any Localhost profile, so any Pod
+// may name it. It lets a process create user namespaces (bubblewrap needs
+// them); what usually turns one into kernel privilege, nf_tables and other
+// netlink families, raw packet sockets, stays refused. (The admission
+// policy the chart ships keeps other Pods from naming it at all.)
+func TestProfileRefusesEscapeRoutes(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Fatalf("the functional check resolves syscalls for amd64; this is %s", runtime.GOARCH)
+	}
+	dir := buildAll(t)
+	prof := filepath.Join(dir, "profile.json")
+	if err := os.WriteFile(prof, SeccompJSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, unprivileged := range []bool{false, true} {
+		// A user namespace with a network namespace, as root of both:
+		// the profile allows it (bubblewrap's), so the question is what
+		// it leads to.
+		args := []string{filepath.Join(dir, "seccompexec"), prof, "--", "unshare", "--user", "--map-root-user", "--net", filepath.Join(dir, "profileprobe")}
+		if unprivileged {
+			args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}, args...)
+		}
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			got[k] = v
+		}
+		want := map[string]string{
+			"socket unix": "ok", "socket inet": "ok", "socket inet6": "ok", "socket netlink route": "ok",
+			"socket netlink netfilter": "EPERM", "socket netlink xfrm": "EPERM", "socket packet": "EPERM", "socket vsock": "EPERM", "socket alg": "EPERM",
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("unprivileged=%v: %s: %s, want %s\n%s", unprivileged, k, got[k], v, out)
+			}
+		}
+	}
+}
+
 func buildAll(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", "agentrun-profile-test-")
@@ -112,7 +156,7 @@ func buildAll(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	for out, pkg := range map[string]string{"agentrun": "./cmd/agentrun", "agentrun-sandbox-init": "./cmd/agentrun-sandbox-init",
-		"seccompexec": "./nodeprofiles/internal/seccompexec"} {
+		"seccompexec": "./nodeprofiles/internal/seccompexec", "profileprobe": "./nodeprofiles/internal/profileprobe"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
 		build.Dir, build.Stderr = "..", os.Stderr
 		if err := build.Run(); err != nil {

@@ -17,11 +17,18 @@ import (
 const none = "-"
 
 // writeTable writes rows under a header, columns aligned as kubectl aligns
-// them (its printers' tabwriter settings).
+// them (its printers' tabwriter settings). Cells hold what the agent wrote
+// (its result's first line, the detail of its error), so each is made one
+// printable line: no escape sequence reaches the terminal, and no tab or
+// newline breaks the table.
 func writeTable(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
 	for _, r := range append([][]string{header}, rows...) {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(text.Printable(c))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
@@ -129,7 +136,8 @@ func outcome(run *v1alpha1.AgentRun) string {
 		s += " (" + r + ")"
 	}
 	if run.Status.Detail != "" {
-		s += ": " + text.OneLine(run.Status.Detail)
+		// The detail may be the agent's own error text: shown, not acted on.
+		s += ": " + text.Printable(text.OneLine(run.Status.Detail))
 	}
 	return s
 }

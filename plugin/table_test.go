@@ -146,6 +146,18 @@ team-b      pi-new              -           -          -        -         -     
 	}
 }
 
+// TestTableCellsArePrintable: a result or detail the agent wrote cannot
+// act on the terminal or break the table's columns.
+func TestTableCellsArePrintable(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeTable(&b, []string{"NAME", "RESULT"}, [][]string{{"r", "done\x1b]0;pwned\a\tcol\x1b[2J"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "NAME   RESULT\nr      done]0;pwned col[2J\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 func TestTotalTokens(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -177,6 +189,8 @@ func TestOutcome(t *testing.T) {
 		{"finished", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, Conditions: succeededCondition(v1alpha1.PhaseSucceeded, "Finished")}, "Succeeded (Finished)"},
 		{"failed with detail", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, Conditions: succeededCondition(v1alpha1.PhaseFailed, "OOMKilled"),
 			Detail: "the agent container was killed:\nout of memory\n"}, "Failed (OOMKilled): the agent container was killed: out of memory"},
+		{"the agent's escape sequences are dropped", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, Conditions: succeededCondition(v1alpha1.PhaseFailed, "Failed"),
+			Detail: "boom \x1b]52;c;ZWNobyBwd25lZA==\a \x1b[2J\x9b31m"}, "Failed: boom ]52;c;ZWNobyBwd25lZA== [2J31m"},
 	} {
 		if got := outcome(&v1alpha1.AgentRun{Status: c.st}); got != c.want {
 			t.Errorf("%s: outcome = %q, want %q", c.name, got, c.want)

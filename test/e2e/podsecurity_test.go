@@ -70,6 +70,27 @@ func TestPodSecurityNamespaces(t *testing.T) {
 			t.Errorf("apply: %v\n%s\nwant a refusal with %q", err, out, want)
 		}
 	})
+	t.Run("only agent Pods may name the sandbox profile", func(t *testing.T) {
+		t.Parallel()
+		const pod = `apiVersion: v1
+kind: Pod
+metadata: {name: borrows-the-profile}
+spec:
+  containers:
+    - name: c
+      image: agentrun-pause:dev
+      securityContext:
+        allowPrivilegeEscalation: false
+        runAsNonRoot: true
+        runAsUser: 1000
+        capabilities: {drop: [ALL]}
+        seccompProfile: {type: Localhost, localhostProfile: agentrun/bwrap.json}
+`
+		out, err := kubeIn(strings.NewReader(pod), "-n", "e2e-restricted", "apply", "-f", "-")
+		if err == nil || !strings.Contains(err.Error(), "are for agentrun's agent Pods only") {
+			t.Errorf("a Pod of the test's own naming agentrun/bwrap.json: %v\n%s", err, out)
+		}
+	})
 	t.Run("a Pod the namespace refuses", func(t *testing.T) {
 		t.Parallel()
 		const name = "unconfined"

@@ -34,6 +34,11 @@ type profile struct {
 		Names    []string `json:"names"`
 		Action   string   `json:"action"`
 		ErrnoRet *int     `json:"errnoRet"`
+		Args     []struct {
+			Index uint   `json:"index"`
+			Value uint64 `json:"value"`
+			Op    string `json:"op"`
+		} `json:"args"`
 	} `json:"syscalls"`
 }
 
@@ -112,8 +117,11 @@ const (
 )
 
 // compile is the profile as classic BPF: a wrong architecture or an x32
-// call is refused, each rule's calls return its action, the rest the
-// default. Every test is followed by its return, so no jump is long.
+// call is refused, each rule's calls (whose arguments match: SCMP_CMP_EQ,
+// as both words of the 64-bit value) return its action, the rest the
+// default. Each call of a rule is a block that loads the call number
+// again (an argument test replaces it), so every jump stays inside its
+// block.
 func compile(p profile, numbers map[string]int) []byte {
 	def := uint32(errno | 1)
 	if p.DefaultErrnoRet != nil {
@@ -135,12 +143,29 @@ func compile(p profile, numbers map[string]int) []byte {
 				action = uint32(errno | *rule.ErrnoRet)
 			}
 		}
+		for _, a := range rule.Args {
+			if a.Op != "SCMP_CMP_EQ" || a.Index > 5 {
+				fail(fmt.Errorf("argument test %+v: only SCMP_CMP_EQ is supported here", a))
+			}
+		}
 		for _, name := range rule.Names {
 			nr, ok := numbers[name]
 			if !ok {
 				continue
 			}
-			add(jeqK, 0, 1, uint32(nr))
+			// The block: load nr; test nr; per argument load and test the
+			// low and the high word; return. A failed test skips the rest.
+			rest := uint32(1 + 4*len(rule.Args)) // what follows the number's test
+			add(ldAbs, 0, 0, 0)
+			add(jeqK, 0, rest, uint32(nr))
+			for i, a := range rule.Args {
+				off := uint32(16 + 8*a.Index)
+				left := rest - 1 - uint32(4*i) // instructions after this argument's first load
+				add(ldAbs, 0, 0, off)
+				add(jeqK, 0, left-1, uint32(a.Value)) // a miss skips to the next block
+				add(ldAbs, 0, 0, off+4)
+				add(jeqK, 0, left-3, uint32(a.Value>>32))
+			}
 			add(ret, 0, 0, action)
 		}
 	}
