@@ -45,7 +45,9 @@ func TestSandboxProfileGuard(t *testing.T) {
 		}
 		return p
 	}
-	inContainer := func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: profile} }
+	inContainer := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: profile}
+	}
 	job := func(podEdit func(*corev1.Pod)) *batchv1.Job {
 		p := pod(podEdit)
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever

@@ -20,7 +20,7 @@ func main() {
 		fmt.Printf("%s: %s\n", what, unix.ErrnoName(err.(unix.Errno)))
 	}
 	for _, s := range []struct {
-		what                   string
+		what                  string
 		family, typ, protocol int
 	}{
 		{"unix", unix.AF_UNIX, unix.SOCK_STREAM, 0},
