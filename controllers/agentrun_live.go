@@ -73,7 +73,7 @@ func (r *AgentRunReconciler) completeStatus(s *scope, old, st v1alpha1.AgentRunS
 		// The end's usage and counters came with the outcome; what the
 		// agent did last is only here.
 		st.Progress = liveProgress(doc)
-		s.liveWrite = &liveWritten{cursor: doc.Cursor(), at: s.obs.Now}
+		s.liveWrite = &liveWritten{cursor: doc.Cursor(), at: time.Now()}
 	case st.Phase == v1alpha1.PhaseRunning:
 		cand := applyLive(st, doc)
 		cand.Usage = estimateCost(cand.Usage, r.Prices)
@@ -82,12 +82,15 @@ func (r *AgentRunReconciler) completeStatus(s *scope, old, st v1alpha1.AgentRunS
 		if key != written.usage {
 			interval = r.intervals().Usage
 		}
+		// The intervals bound API load, in the wall clock's time (the
+		// reconciler's injected clock is the runs' time: graces, TTLs).
+		now := time.Now()
 		due := written.at.Add(interval)
-		if !equality.Semantic.DeepEqual(old, st) || !s.obs.Now.Before(due) {
+		if !equality.Semantic.DeepEqual(old, st) || !now.Before(due) {
 			st = cand
-			s.liveWrite = &liveWritten{cursor: doc.Cursor(), usage: key, at: s.obs.Now}
+			s.liveWrite = &liveWritten{cursor: doc.Cursor(), usage: key, at: now}
 		} else {
-			s.requeueAfter(due.Sub(s.obs.Now))
+			s.requeueAfter(due.Sub(now))
 		}
 	}
 	return st

@@ -77,8 +77,10 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	st := res.status
 	var requeue time.Duration
 	if !equality.Semantic.DeepEqual(b.Status, st) {
-		if due := last.Add(r.interval()); len(deleted) == 0 && !budgetChangeIsUrgent(b.Status, st) && now.Before(due) {
-			requeue = due.Sub(now)
+		// The interval bounds API load, in the wall clock's time.
+		wall := time.Now()
+		if due := last.Add(r.interval()); len(deleted) == 0 && !budgetChangeIsUrgent(b.Status, st) && wall.Before(due) {
+			requeue = due.Sub(wall)
 		} else {
 			base := b.DeepCopy()
 			b.Status = st
@@ -89,7 +91,7 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 				return ctrl.Result{}, err
 			}
 			r.mu.Lock()
-			r.written[req.NamespacedName] = now
+			r.written[req.NamespacedName] = wall
 			// The deleted runs are in the status now; drop those taken.
 			if rest := r.deleted[req.NamespacedName]; len(rest) >= len(deleted) {
 				r.deleted[req.NamespacedName] = rest[len(deleted):]

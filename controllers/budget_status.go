@@ -44,6 +44,8 @@ type window struct {
 	length time.Duration
 	// bucket groups deleted runs by the time of their end.
 	bucket time.Duration
+	// says is the window in words, for messages.
+	says string
 }
 
 // budgetWindow is the window of w that holds now.
@@ -54,7 +56,7 @@ func budgetWindow(w v1alpha1.BudgetWindow, now time.Time) (window, error) {
 			return window{}, fmt.Errorf("window.rolling %q is not a duration of 1m or more", w.Rolling)
 		}
 		bucket := min(max((d/24).Truncate(time.Minute), time.Minute), time.Hour)
-		return window{start: now.Add(-d), length: d, bucket: bucket}, nil
+		return window{start: now.Add(-d), length: d, bucket: bucket, says: "in the last " + w.Rolling}, nil
 	}
 	tz := w.TimeZone
 	if tz == "" {
@@ -80,7 +82,7 @@ func budgetWindow(w v1alpha1.BudgetWindow, now time.Time) (window, error) {
 	default:
 		return window{}, fmt.Errorf("window: set rolling or calendar (Day, Week or Month), not %q", w.Calendar)
 	}
-	return window{start: start, end: end, bucket: time.Hour}, nil
+	return window{start: start, end: end, bucket: time.Hour, says: "in the window since " + start.UTC().Format(time.RFC3339)}, nil
 }
 
 // runSpend is what one run spent, as budgets count it.
@@ -228,9 +230,10 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 		cond(metav1.ConditionTrue, ReasonInvalidWindow, err.Error())
 		return budgetResult{status: st}
 	}
-	st.WindowStart = &metav1.Time{Time: w.start}
 	if !w.end.IsZero() {
-		st.WindowEnd = &metav1.Time{Time: w.end}
+		// A rolling window's start moves on by itself; written, it would
+		// make a write of an idle budget's status every interval.
+		st.WindowStart, st.WindowEnd = &metav1.Time{Time: w.start}, &metav1.Time{Time: w.end}
 	}
 	var total runSpend
 	var next time.Time
@@ -356,7 +359,7 @@ func budgetVerdict(spec v1alpha1.AgentBudgetSpec, s runSpend, w window) (string,
 			reason = ReasonCostSpent
 		}
 	}
-	msg := "spent " + strings.Join(parts, " and ") + " in the window since " + w.start.UTC().Format(time.RFC3339)
+	msg := "spent " + strings.Join(parts, " and ") + " " + w.says
 	if spec.MaxCostUSD != "" && s.unpriced > 0 {
 		msg += fmt.Sprintf("; %d tokens of %s have no cost or price, so the cost cap does not see them", s.unpriced, strings.Join(s.unpricedModels, ", "))
 		if spec.MaxTokens != nil {

@@ -94,10 +94,12 @@ type AgentBudgetStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// WindowStart is where the current window begins.
+	// WindowStart is where the current calendar window begins (a rolling
+	// window's start moves on with the clock: it is always the window's
+	// length ago).
 	// +optional
 	WindowStart *metav1.Time `json:"windowStart,omitempty"`
-	// WindowEnd is where a calendar window ends (a rolling one moves on).
+	// WindowEnd is where the current calendar window ends.
 	// +optional
 	WindowEnd *metav1.Time `json:"windowEnd,omitempty"`
 	// Spent is the total of every run counted in the window.
