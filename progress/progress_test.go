@@ -441,5 +441,3 @@ func total(c events.TokenCounts) int64 {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-
