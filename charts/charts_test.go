@@ -165,7 +165,8 @@ func TestClusterValues(t *testing.T) {
 	if len(c) != 1 {
 		t.Fatalf("containers %d", len(c))
 	}
-	if c[0].ImagePullPolicy != "Never" || !slices.Contains(c[0].Args, "--runner-image-pull-policy=Never") {
+	if c[0].ImagePullPolicy != "Never" || !slices.Contains(c[0].Args, "--runner-image-pull-policy=Never") ||
+		!slices.Contains(c[0].Args, "--agent-requests=cpu=10m,memory=64Mi") {
 		t.Errorf("pull policies: %s %v", c[0].ImagePullPolicy, c[0].Args)
 	}
 	env := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +92,14 @@ func main() {
 	flag.BoolVar(&c.live, "live-progress", true, "read running runs' live usage and progress from their Pods' events sidecars into status")
 	flag.DurationVar(&c.liveIntervals.Usage, "live-usage-interval", c.liveIntervals.Usage, "least time between two status writes of one run's live usage")
 	flag.DurationVar(&c.liveIntervals.Progress, "live-progress-interval", c.liveIntervals.Progress, "least time between two status writes of one run's progress alone (activity, tool calls)")
+	flag.Func("live-port", "the port the agent Pods' events sidecars serve the live progress on (default 8788)", func(v string) error {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("not a port: %q", v)
+		}
+		c.job.ProgressPort = int32(p)
+		return nil
+	})
 	flag.IntVar(&c.liveMaxConns, "live-max-connections", controllers.DefaultLiveConnections, "live progress polls in flight at once (one per running run)")
 	flag.StringVar(&prices, "prices", "", `price table for usage whose runtime reports no cost, JSON: {"MODEL": {"input": USD, "output": USD, "cacheRead": USD, "cacheWrite": USD}} per million tokens; a MODEL ending in * is a prefix`)
 	flag.StringVar(&requests, "agent-requests", "", "default resource requests of the agent container, as cpu=500m,memory=1Gi (so a queue such as Kueue counts runs)")
