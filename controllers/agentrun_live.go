@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/summary"
@@ -65,7 +66,7 @@ func (r *AgentRunReconciler) completeStatus(s *scope, old, st v1alpha1.AgentRunS
 		return st
 	}
 	doc, written := r.Live.Latest(s.run.UID)
-	if doc == nil || doc.Cursor() == written.cursor {
+	if doc == nil || doc.Cursor() == written.cursor || emptyDoc(doc) {
 		return st
 	}
 	switch {
@@ -145,6 +146,12 @@ func liveProgress(d *progress.Doc) *v1alpha1.Progress {
 		p.MeteredTokens = int64Ptr(m.Total())
 	}
 	return p
+}
+
+// emptyDoc: the agent has done nothing yet worth a status write (the
+// stream has only its start and prompt).
+func emptyDoc(d *progress.Doc) bool {
+	return d.ModelCalls == 0 && d.ToolCalls == 0 && d.Usage.TokenCounts.IsZero() && d.Counters == (aggregator.Counters{}) && !d.Ended
 }
 
 // usageKey tells two usages apart.
