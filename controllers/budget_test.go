@@ -278,6 +278,15 @@ func TestBudgetKeepsDeletedRunsAcrossRestarts(t *testing.T) {
 	h.stopController()
 	h.intervals = LiveIntervals{Usage: time.Hour, Progress: time.Hour}
 	h.start()
+	// The new manager takes the document its status already holds as
+	// written; the next one waits for the interval.
+	h.eventually("the new manager has caught up", func() string {
+		doc, w := h.live.Latest(h.get("doomed").UID)
+		if doc == nil || w.cursor != doc.Cursor() {
+			return fmt.Sprintf("document %+v, written %+v", doc, w)
+		}
+		return ""
+	})
 	sc.line(usageLine("m", 300, 0, ""))
 	h.eventually("the manager has read the last document", func() string {
 		if doc, _ := h.live.Latest(h.get("doomed").UID); doc == nil || doc.ModelCalls != 2 {

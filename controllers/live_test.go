@@ -259,6 +259,15 @@ func TestSpendMetricsCountEveryRun(t *testing.T) {
 	h.stopController()
 	h.intervals = LiveIntervals{Usage: time.Hour, Progress: time.Hour}
 	h.start()
+	// The new manager takes the document its status already holds as
+	// written; the next one waits for the interval.
+	h.eventually("the new manager has caught up", func() string {
+		doc, w := h.live.Latest(h.get("counted").UID)
+		if doc == nil || w.cursor != doc.Cursor() {
+			return fmt.Sprintf("document %+v, written %+v", doc, w)
+		}
+		return ""
+	})
 	sc.line(usageLine("claude-sonnet-5-5", 50, 0, ""))
 	h.eventually("the manager has read the last document", func() string {
 		run := h.get("counted")

@@ -116,12 +116,16 @@ func TestSpendCounterSplitsByModel(t *testing.T) {
 	c := newSpendCounter(nil)
 	run := newRun("r", nil)
 	run.Namespace, run.UID, run.Spec.Runtime = ns, types.UID("uid-split"), v1alpha1.RuntimeCodex
+	// Counters are global (and tests may run more than once): compare
+	// what this run added.
+	gt, gc := spendMetrics(ns, "gpt-6")
+	ut, uc := spendMetrics(ns, "unknown")
 	c.account(run, nil, usage(100, "0.5", map[string][2]string{"gpt-6": {"60", "0.25"}}))
-	if tok, cost := spendMetrics(ns, "gpt-6"); tok != 60 || cost != 0.25 {
-		t.Errorf("gpt-6: %v tokens $%v", tok, cost)
+	if tok, cost := spendMetrics(ns, "gpt-6"); tok-gt != 60 || cost-gc != 0.25 {
+		t.Errorf("gpt-6: %v tokens $%v", tok-gt, cost-gc)
 	}
-	if tok, cost := spendMetrics(ns, "unknown"); tok != 40 || cost != 0.25 {
-		t.Errorf("the rest under unknown: %v tokens $%v", tok, cost)
+	if tok, cost := spendMetrics(ns, "unknown"); tok-ut != 40 || cost-uc != 0.25 {
+		t.Errorf("the rest under unknown: %v tokens $%v", tok-ut, cost-uc)
 	}
 }
 
