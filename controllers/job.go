@@ -249,7 +249,7 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		// the agent container exits) instead of exiting at once, which
 		// would make the kubelet restart the sidecar and replay the log.
 		// --progress-addr: the live progress the manager reads (README.md,
-		// "Live usage and budgets").
+		// "Live usage: how it reaches status, and why").
 		Args:          sidecarArgs(spec, progressPort(cfg)),
 		Ports:         []corev1.ContainerPort{{Name: progress.PortName, ContainerPort: progressPort(cfg), Protocol: corev1.ProtocolTCP}},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
