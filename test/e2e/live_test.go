@@ -41,14 +41,17 @@ func tokensOf(u mockmodel.Usage) int64 {
 // TestLiveUsageWhileToolRuns: an agent whose Bash tool sleeps 40 s between
 // its two model calls shows the first call's tokens in .status.usage while
 // it is Running, before the second call is made, and the progress names
-// the sleeping command; the end's figures come at the end. The time from
-// the first call's end (the mock's ledger) to its usage in status is
-// logged; hack/bench-live-usage.sh measures it at scale.
+// the sleeping command and has the proxy's meter (the key is a
+// credential); the end's figures come at the end. The time from the first
+// call's end (the mock's ledger) to its usage in status is logged;
+// hack/bench-live-usage.sh measures it at scale.
 func TestLiveUsageWhileToolRuns(t *testing.T) {
 	t.Parallel()
-	srv, port := startMock(t, mockmodel.Options{})
+	srv, port := startMock(t, mockmodel.Options{APIKey: e2eKey})
 	const name = "e2e-live-usage"
-	sleepRun(name, "sleep 40; echo slept", port).apply(t)
+	r := sleepRun(name, "sleep 40; echo slept", port)
+	r.credential = true
+	r.apply(t)
 
 	var firstEnd time.Time
 	var want int64
@@ -80,6 +83,14 @@ func TestLiveUsageWhileToolRuns(t *testing.T) {
 	p := run.Status.Progress
 	if p == nil || p.ModelCalls != 1 || p.ToolCalls != 1 || !strings.HasPrefix(p.Activity, "[main] tool Bash: sleep 40") || p.LastEventTime == nil {
 		t.Errorf("progress %+v", p)
+	}
+	// The proxy metered every call the mock answered so far (side calls
+	// too): at least the first call's tokens.
+	if !eventuallyWhile(time.Minute, func() bool { return len(mainCalls(srv)) == 1 }, func() bool {
+		p := getRun(t, name).Status.Progress
+		return p != nil && p.MeteredTokens != nil && *p.MeteredTokens >= want
+	}) {
+		t.Errorf("no metered tokens in status while the agent slept: %+v", getRun(t, name).Status.Progress)
 	}
 	// kubectl get shows the tokens in its Tokens column meanwhile.
 	if out, err := kube("get", "agentrun", name, "--no-headers"); err != nil || !strings.Contains(out, fmt.Sprint(want)) {
