@@ -6,6 +6,7 @@ package adapters
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"sync"
 
@@ -151,6 +152,26 @@ type Replayer interface {
 	// launches nothing and writes no file.
 	Replay(spec LaunchSpec)
 }
+
+// sessionID is what a session id may look like: letters, digits, '-' and
+// '_', at most 128 characters, as the ids of claude-code, codex and pi are
+// (UUIDs). The id names a file (DIR/<runtime>/<id>.jsonl) and comes from
+// the CLI's output, which the agent can write into (a tool may write to its
+// parent's stdout through /proc/$PPID/fd/1): an id with a '/' or ".." would
+// make it a path of the agent's choosing.
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// ValidSessionID reports whether id may name a saved session.
+func ValidSessionID(id string) bool { return sessionID.MatchString(id) }
+
+// MaxSessionBytes bounds a session file the runner copies in or out of the
+// agent's state directory: far above a long transcript with images (tens
+// of MB), it stops a sparse file of the agent's from filling the disk.
+const MaxSessionBytes = 1 << 30
+
+// MaxImageBytes bounds an --image file: the model APIs take a few MB to
+// 20 MB per image.
+const MaxImageBytes = 64 << 20
 
 // SessionStore is implemented by adapters whose runtime keeps a session that
 // a later run can resume (--session-dir, --resume).

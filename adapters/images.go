@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 // ImageDir is the directory under LaunchSpec.StateDir that holds copies of
@@ -33,19 +31,10 @@ func CopyImages(spec LaunchSpec) ([]string, error) {
 			return nil, fmt.Errorf("--image %s: not a known image type (use .png, .jpg, .gif or .webp)", p)
 		}
 		dst := filepath.Join(dir, fmt.Sprintf("%d%s", i+1, ext))
-		if err := copyFile(spec.Files(), p, dst); err != nil {
+		if err := spec.Files().Copy(dst, p, MaxImageBytes, 0o600); err != nil {
 			return nil, fmt.Errorf("--image %s: %w", p, err)
 		}
 		out = append(out, dst)
 	}
 	return out, nil
-}
-
-func copyFile(files safefile.Guard, src, dst string) error {
-	in, err := files.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return files.WriteFile(dst, in, 0o600)
 }

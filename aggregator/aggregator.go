@@ -159,9 +159,9 @@ func (a *Aggregator) Add(r records.Record) {
 		var reason *string
 		if !r.Allowed {
 			reason = events.String(r.Reason)
-			a.counters.DeniedConnections++
+			a.counters.DeniedConnections += max(1, r.Suppressed)
 		}
-		a.emit(events.TypeNetwork, &events.NetworkAccess{Host: r.Host, Port: r.Port, Allowed: r.Allowed, Reason: reason})
+		a.emit(events.TypeNetwork, &events.NetworkAccess{Host: r.Host, Port: r.Port, Allowed: r.Allowed, Reason: reason, Suppressed: r.Suppressed})
 	case records.Total:
 		t := r.Usage.Clone()
 		a.runtimeTotal = &t

@@ -310,3 +310,20 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestNetworkSummaries: a summary of the proxy's decisions keeps its count
+// in the event, and deniedConnections counts every refusal it stands for.
+func TestNetworkSummaries(t *testing.T) {
+	var out []events.Event
+	a := New(func(e events.Event) error { out = append(out, e); return nil }, time.Now)
+	a.Start(&events.Start{Runtime: "claude-code"})
+	a.Add(records.Network{Host: "a.example", Port: 443, Reason: events.ReasonNotAllowed})
+	a.Add(records.Network{Host: "b.example", Port: 443, Reason: events.ReasonNotAllowed, Suppressed: 40})
+	a.Add(records.Network{Host: "c.example", Port: 443, Allowed: true, Suppressed: 9})
+	if n := a.Counters().DeniedConnections; n != 41 {
+		t.Errorf("deniedConnections %d, want 41", n)
+	}
+	if e, ok := out[2].(*events.NetworkAccess); !ok || e.Suppressed != 40 {
+		t.Errorf("summary event %+v", out[2])
+	}
+}

@@ -381,9 +381,78 @@ egress:
 				t.Errorf("egress %v: DNS only when nothing else is listed", got)
 			}
 		}},
+		{"sandbox profiles: the DaemonSet by default", nil, func(t *testing.T, r rendered) {
+			ds := r.get(t, "DaemonSet", "agentrun-system/ar-node-profiles")
+			pod := field(ds, "spec", "template", "spec")
+			if p := field(pod, "volumes", 0, "hostPath", "path"); p != "/var/lib/kubelet/seccomp" {
+				t.Errorf("hostPath %v", p)
+			}
+			sc := field(pod, "containers", 0, "securityContext").(map[string]any)
+			if sc["privileged"] != nil || !reflect.DeepEqual(sc["capabilities"], map[string]any{"drop": []any{"ALL"}}) {
+				t.Errorf("the seccomp-only installer needs no privilege: %v", sc)
+			}
+			if field(pod, "automountServiceAccountToken") != false {
+				t.Error("the installer must not hold an API token")
+			}
+			args := r.managerArgs(t)
+			if !slices.Contains(args, "--sandbox-seccomp-profile=localhost/agentrun/bwrap.json") {
+				t.Errorf("manager args %v", args)
+			}
+			for _, a := range args {
+				if strings.HasPrefix(a, "--sandbox-apparmor-profile") {
+					t.Errorf("AppArmor set by default: %s (the kubelet refuses it on nodes without AppArmor)", a)
+				}
+			}
+		}},
+		{"sandbox profiles: AppArmor, another kubelet root", []string{"--set", "sandboxProfiles.appArmor.enabled=true", "--set", "sandboxProfiles.kubeletRootDir=/data/kubelet/"}, func(t *testing.T, r rendered) {
+			pod := field(r.get(t, "DaemonSet", "agentrun-system/ar-node-profiles"), "spec", "template", "spec")
+			if p := field(pod, "volumes", 0, "hostPath", "path"); p != "/data/kubelet/seccomp" {
+				t.Errorf("hostPath %v", p)
+			}
+			if field(pod, "containers", 0, "securityContext", "privileged") != true || !slices.Contains(asStrings(field(pod, "containers", 0, "args")), "--apparmor-host-root=/host/root") {
+				t.Errorf("AppArmor loading needs the node's root, privileged: %v", field(pod, "containers", 0))
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-apparmor-profile=localhost/agentrun-bwrap") {
+				t.Errorf("manager args %v", args)
+			}
+		}},
+		{"sandbox profiles: Security Profiles Operator", []string{"--set", "sandboxProfiles.installer=security-profiles-operator"}, func(t *testing.T, r rendered) {
+			if got := r.all("DaemonSet"); len(got) > 0 {
+				t.Errorf("DaemonSets %v with the operator", got)
+			}
+			sp := r.get(t, "SeccompProfile", "agentrun-system/agentrun-bwrap")
+			b, err := os.ReadFile(filepath.Join(root(t), "charts", "agentrun", "files", "profiles", "agentrun-bwrap.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fromYAML(t, string(b)).(map[string]any)
+			delete(want, "defaultErrnoRet") // the operator's CRD has none; its ERRNO is EPERM, the same
+			if !reflect.DeepEqual(sp["spec"], any(want)) {
+				t.Errorf("SeccompProfile spec differs from files/profiles/agentrun-bwrap.json:\n%s", asYAML(t, sp["spec"]))
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-seccomp-profile=localhost/operator/agentrun-system/agentrun-bwrap.json") {
+				t.Errorf("manager args %v", args)
+			}
+		}},
+		{"sandbox profiles: installed by the admin, profile named", []string{"--set", "sandboxProfiles.installer=none", "--set", "sandboxProfiles.seccompProfile=localhost/profiles/bwrap.json"}, func(t *testing.T, r rendered) {
+			if got := append(r.all("DaemonSet"), r.all("SeccompProfile")...); len(got) > 0 {
+				t.Errorf("installers %v with none", got)
+			}
+			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-seccomp-profile=localhost/profiles/bwrap.json") {
+				t.Errorf("manager args %v", args)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, render(t, tc.args...)) })
 	}
+}
+
+func asStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
 }
 
 // TestChartRefusesValues: values that cannot work are refused when the
@@ -411,6 +480,10 @@ func TestChartRefusesValues(t *testing.T) {
 		{"unknown price kind", []string{"--set-json", `prices={"m":{"inputs":1}}`}, "additional properties 'inputs' not allowed"},
 		{"bad resource quantity", []string{"--set", "runner.resources.requests.cpu=lots"}, "/runner/resources/requests/cpu"},
 		{"bad live interval", []string{"--set", "live.usageInterval=soon"}, "/live/usageInterval"},
+		{"AppArmor through the Security Profiles Operator", []string{"--set", "sandboxProfiles.installer=security-profiles-operator", "--set", "sandboxProfiles.appArmor.enabled=true"}, "cannot express bubblewrap's user namespaces"},
+		{"unknown profile installer", []string{"--set", "sandboxProfiles.installer=ansible"}, "/sandboxProfiles/installer"},
+		{"seccomp profile in another syntax", []string{"--set", "sandboxProfiles.seccompProfile=Localhost"}, "/sandboxProfiles/seccompProfile"},
+		{"relative kubelet root", []string{"--set", "sandboxProfiles.kubeletRootDir=var/lib/kubelet"}, "/sandboxProfiles/kubeletRootDir"},
 		{"ServiceMonitor without Service", []string{"--set", "metrics.service=false", "--set", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.service"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

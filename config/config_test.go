@@ -96,8 +96,9 @@ func TestImagesByVersionTag(t *testing.T) {
 // them: they are the runs' records) and write their status, create and
 // delete Jobs, patch Pods (the harvest finalizer, the reason of a stop)
 // and delete them (to cancel a run or stop it for its budget), read
-// pods/log, write Events, and read AgentBudgets and write their status;
-// nothing else, and never Secrets.
+// pods/log, write Events and list them (a Job's FailedCreate, for
+// PodRejected), and read AgentBudgets and write their status; nothing
+// else, and never Secrets.
 func TestManagerRBACIsLeast(t *testing.T) {
 	var role struct {
 		Rules []struct {
@@ -131,7 +132,7 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		"batch/jobs":                       "create,delete,get,list,watch",
 		"/pods":                            "delete,get,list,patch,watch",
 		"/pods/log":                        "get",
-		"/events":                          "create,patch",
+		"/events":                          "create,list,patch",
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -113,7 +113,7 @@ func (s *scope) requeueAfter(d time.Duration) {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentbudgets,verbs=get;list;watch
 
 // Reconcile brings one AgentRun a step closer to its end: the Job, then the
@@ -152,7 +152,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return r.writeStatus(ctx, s)
 	}
 	for _, phase := range []func(context.Context, *scope) error{r.reconcileAdmission, r.reconcileJob, r.reconcilePod,
-		r.reconcileHarvest, r.reconcileCancel, r.reconcileBudgetStop, r.reconcileLive} {
+		r.reconcileRejection, r.reconcileHarvest, r.reconcileCancel, r.reconcileBudgetStop, r.reconcileLive} {
 		if err := phase(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -516,6 +516,7 @@ func TestImagePullGraceWithInjectedClock(t *testing.T) {
 		s.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, Image: "agentrun-runner:test",
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 	})
+	h.phaseIs("pull", v1alpha1.PhasePending)
 	h.consistently("a pull error gets its grace", 500*time.Millisecond, func() string {
 		if run := h.get("pull"); run.Status.Phase != v1alpha1.PhasePending {
 			return "phase " + string(run.Status.Phase)
@@ -527,6 +528,63 @@ func TestImagePullGraceWithInjectedClock(t *testing.T) {
 	run := h.phaseIs("pull", v1alpha1.PhaseFailed)
 	if c := succeeded(run); c.Reason != ReasonImagePullFailed {
 		t.Errorf("reason %s", c.Reason)
+	}
+}
+
+// TestPodRejected: the Job controller reports a Pod the API server refused
+// only as FailedCreate Events on the Job (envtest has no Job controller, so
+// the test records them as it does). The run says so while it waits, with
+// the refusal, and fails after the start-up grace.
+func TestPodRejected(t *testing.T) {
+	h := newHarness(t)
+	h.createRun("refused", nil)
+	job := h.job("refused")
+	h.phaseIs("refused", v1alpha1.PhasePending)
+	msg := `Error creating: pods "refused-x7k2p" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "host")`
+	now := metav1.NewTime(h.clock.Now())
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "refused.1", Namespace: h.ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: h.ns, Name: job.Name, UID: job.UID},
+		Reason:         "FailedCreate", Message: msg, Type: corev1.EventTypeWarning, Count: 3,
+		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "job-controller"}}
+	// Another Job's refusal, and another reason of this Job's, must not count.
+	other := ev.DeepCopy()
+	other.Name, other.InvolvedObject.UID, other.Message = "other.1", "0d0f6c9e-0000-4000-8000-000000000000", "not this run"
+	unrelated := ev.DeepCopy()
+	unrelated.Name, unrelated.Reason, unrelated.Message = "refused.2", "SuccessfulCreate", "Created pod"
+	for _, e := range []*corev1.Event{other, unrelated} {
+		if err := h.c.Create(h.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.poke("refused")
+	h.consistently("another Job's or reason's Events are not a refusal", 300*time.Millisecond, func() string {
+		if c := meta.FindStatusCondition(h.get("refused").Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+			return "stalled: " + c.Message
+		}
+		return ""
+	})
+	if err := h.c.Create(h.ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	h.poke("refused")
+	h.eventually("PodRejected reported", func() string {
+		run := h.get("refused")
+		c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionStalled)
+		if run.Status.Phase != v1alpha1.PhasePending || c == nil || c.Reason != ReasonPodRejected || !strings.Contains(c.Message, "violates PodSecurity") {
+			return fmt.Sprintf("phase %s, Stalled %+v", run.Status.Phase, c)
+		}
+		return ""
+	})
+	h.waitEvent("refused", "Warning/PodRejected")
+	if got := h.kstatusOf("refused"); got != kstatus.FailedStatus {
+		t.Errorf("kstatus %s: a rejected run is stuck, which kstatus calls Failed", got)
+	}
+
+	h.clock.Step(h.graces.Startup + time.Second)
+	h.poke("refused")
+	run := h.phaseIs("refused", v1alpha1.PhaseFailed)
+	if c := succeeded(run); c.Reason != ReasonPodRejected || !strings.Contains(run.Status.Detail, "violates PodSecurity") {
+		t.Errorf("Succeeded %s: %s", c.Reason, run.Status.Detail)
 	}
 }
 

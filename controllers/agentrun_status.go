@@ -29,6 +29,13 @@ const (
 	ReasonPodDeleted           = "PodDeleted"
 	ReasonJobDeleted           = "JobDeleted"
 	ReasonJobFailed            = "JobFailed"
+	// ReasonSandboxUnavailable: the node could not run the bubblewrap
+	// sandbox (its seccomp or AppArmor profile missing or too strict,
+	// user namespaces disabled); the agent never ran unsandboxed.
+	ReasonSandboxUnavailable = "SandboxUnavailable"
+	// ReasonPodRejected: the Job could not create the run's Pod (Pod
+	// Security admission, a quota, an admission webhook).
+	ReasonPodRejected = "PodRejected"
 	// ReasonCancelled: spec.cancel stopped the run (end status
 	// interrupted), or ended it before its agent started.
 	ReasonCancelled = "Cancelled"
@@ -62,10 +69,16 @@ type Graces struct {
 	// EventLog bounds the wait for the events container to terminate
 	// before a cut result is read from its log.
 	EventLog time.Duration
+	// SandboxProfile bounds a container the runtime cannot create for its
+	// seccomp or AppArmor profile: on a new node the chart's DaemonSet
+	// puts the profiles in place within seconds.
+	SandboxProfile time.Duration
 }
 
-// DefaultGraces are the manager's defaults.
-var DefaultGraces = Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute}
+// DefaultGraces are the manager's defaults. Startup also bounds a Job that
+// cannot create its Pod.
+var DefaultGraces = Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute,
+	EventLog: time.Minute, SandboxProfile: time.Minute}
 
 // observation is what the controller saw of one run in one reconcile.
 type observation struct {
@@ -90,6 +103,17 @@ type observation struct {
 	// Started: the agent container was seen running before (status has
 	// a startTime), even if its Pod is not seen now.
 	Started bool
+	// Rejection is why the Job cannot create the run's Pod, while it has
+	// none.
+	Rejection *podRejection
+}
+
+// podRejection is the Job's FailedCreate Events for a run without a Pod.
+type podRejection struct {
+	// Message is the API server's refusal, from the latest Event.
+	Message string
+	// Since is when the Job first failed to create the Pod.
+	Since time.Time
 }
 
 // neverStarted: the agent container has not been seen running, now or
@@ -151,13 +175,26 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		return fail(ReasonJobDeleted, "the Job was deleted before the run ended"), 0
 	}
 	var wait waiter
+	if r := o.Rejection; r != nil && o.Pod == nil && wait.until(o.Now, r.Since.Add(g.Startup)) {
+		// Admission refusals do not heal by themselves (someone must
+		// change the namespace's labels, a quota or the spec), but a
+		// quota freed or a webhook back up does: so a grace, not at once.
+		return fail(ReasonPodRejected, fmt.Sprintf("the Job could not create the run's Pod for %s: %s", g.Startup, r.Message)), 0
+	}
 	if p := o.Pod; p != nil {
 		if p.Status.Phase == corev1.PodFailed && p.Status.Reason != "" {
-			reason := ReasonJobFailed
-			if p.Status.Reason == "Evicted" {
+			reason, detail := ReasonJobFailed, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)
+			switch p.Status.Reason {
+			case "Evicted":
 				reason = ReasonEvicted
+			case "AppArmor":
+				// The kubelet refuses a Pod whose AppArmor profile it
+				// cannot enforce (no AppArmor, or the profile not loaded).
+				reason = ReasonSandboxUnavailable
+				detail = fmt.Sprintf("the node cannot run the sandbox: its kubelet refused the Pod (%s: %s); %s",
+					p.Status.Reason, p.Status.Message, appArmorFix)
 			}
-			return fail(reason, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)), 0
+			return fail(reason, detail), 0
 		}
 		// deletionTimestamp is when the Pod's grace period ends.
 		if dt := p.DeletionTimestamp; dt != nil && wait.until(o.Now, dt.Add(g.Deletion)) {
@@ -202,6 +239,13 @@ func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
 		switch {
 		case imagePullReasons[w.Reason]:
 			reason = ReasonImagePullFailed
+		case configReasons[w.Reason] && cs.Name == AgentContainer && sandboxProfileError(w.Message):
+			if wait.until(o.Now, since.Add(g.SandboxProfile)) {
+				return &outcome{EndStatus: events.StatusFailed, Reason: ReasonSandboxUnavailable, Completion: o.Now,
+					Detail: fmt.Sprintf("the node cannot run the sandbox: container %s cannot start: %s: %s; %s",
+						cs.Name, w.Reason, w.Message, profileFix(w.Message))}
+			}
+			continue
 		case configReasons[w.Reason]:
 			reason = ReasonContainerConfigError
 		default:
@@ -227,6 +271,31 @@ func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
 	return nil
 }
 
+// sandboxProfileError reports whether the container runtime could not
+// create a container for its seccomp or AppArmor profile (a Localhost
+// profile missing on the node, say).
+func sandboxProfileError(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "seccomp") || strings.Contains(m, "apparmor")
+}
+
+// The fixes a SandboxUnavailable detail names (README.md, "Pod Security").
+const (
+	seccompFix = "install agentrun's node profiles on this node (chart value sandboxProfiles.installer: the DaemonSet " +
+		"writes <kubelet root>/seccomp/agentrun/bwrap.json; set sandboxProfiles.kubeletRootDir to the kubelet's --root-dir) " +
+		"or keep agent Pods off nodes without them (podOverrides.nodeSelector)"
+	appArmorFix = "the agent container's AppArmor profile agentrun-bwrap must be loaded on the node (chart value " +
+		"sandboxProfiles.appArmor.enabled, on nodes with AppArmor only; the kubelet refuses AppArmor profiles where AppArmor is off)"
+)
+
+// profileFix is the fix for a profile the runtime could not apply.
+func profileFix(msg string) string {
+	if strings.Contains(strings.ToLower(msg), "apparmor") {
+		return appArmorFix
+	}
+	return seccompFix
+}
+
 // terminatedOutcome is the end of a run whose agent container terminated:
 // its summary when it wrote one, else what the container state says.
 func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outcome {
@@ -243,6 +312,11 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		}
 		if s.ExitCode != nil {
 			oc.ExitCode = int32Ptr(int32(*s.ExitCode))
+		}
+		if s.Isolation != nil && s.Isolation.Unavailable {
+			// The runner could not build the sandbox on this node; its
+			// detail names the cause and the fix.
+			oc.Reason = ReasonSandboxUnavailable
 		}
 		switch {
 		case s.Status != events.StatusInterrupted:
@@ -377,7 +451,7 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 	st := *old.DeepCopy()
 	if isTerminal(old) {
 		st.ObservedGeneration = generation
-		st.Conditions = computeConditions(st.Conditions, st, nil, generation, o.Now)
+		st.Conditions = computeConditions(st.Conditions, st, nil, nil, generation, o.Now)
 		return st
 	}
 	st.ObservedGeneration = generation
@@ -404,7 +478,11 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 		phase = st.Phase
 	}
 	st.Phase = phase
-	st.Conditions = computeConditions(st.Conditions, st, oc, generation, o.Now)
+	var rejected *podRejection
+	if oc == nil && o.Pod == nil {
+		rejected = o.Rejection
+	}
+	st.Conditions = computeConditions(st.Conditions, st, oc, rejected, generation, o.Now)
 	return st
 }
 
@@ -422,6 +500,9 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		st.Result, st.ResultTruncated = s.Result, s.ResultCut
 		if s.SessionID != nil {
 			st.SessionID = *s.SessionID
+		}
+		if iso := s.Isolation; iso != nil && !iso.Unavailable {
+			st.Isolation = &v1alpha1.Isolation{Sandbox: iso.Sandbox, NetworkMode: iso.NetworkMode, NetworkEnforced: iso.NetworkEnforced}
 		}
 		c := s.Counters
 		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
@@ -455,8 +536,10 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 // computeConditions sets the conditions of status st (see the condition
 // types in api/v1alpha1 for their polarity and reasons). The reason of an
 // end is the outcome's; without one (an ended run reconciled again) the
-// Succeeded condition's, which holds it since the end was written.
-func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, generation int64, now time.Time) []metav1.Condition {
+// Succeeded condition's, which holds it since the end was written. A run
+// whose Job cannot create its Pod (rejected) is Stalled, with the API
+// server's refusal, until it gets a Pod or fails.
+func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, rejected *podRejection, generation int64, now time.Time) []metav1.Condition {
 	out := append([]metav1.Condition{}, conds...)
 	ts := metav1.NewTime(now)
 	cond := func(t string, status metav1.ConditionStatus, reason, message string) {
@@ -489,6 +572,16 @@ func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc 
 	cond(v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, phase, "the run has not ended")
 	cond(v1alpha1.ConditionEnded, metav1.ConditionFalse, phase, "the run has not ended")
 	cond(v1alpha1.ConditionReady, metav1.ConditionFalse, phase, "the run has not ended")
+	if rejected != nil {
+		m, cut := summary.CutUTF8("the Job cannot create the run's Pod: "+rejected.Message, maxConditionMessageBytes)
+		if cut {
+			m += "…"
+		}
+		cond(v1alpha1.ConditionStalled, metav1.ConditionTrue, ReasonPodRejected, m)
+		cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, ReasonPodRejected, m)
+		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, phase, doing)
+		return out
+	}
 	cond(v1alpha1.ConditionStalled, metav1.ConditionFalse, phase, "the run has not failed")
 	cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, phase, doing)
 	cond(v1alpha1.ConditionRunning, boolStatus(st.Phase == v1alpha1.PhaseRunning), phase, doing)
@@ -552,6 +645,13 @@ func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
 	}
 	if old.StartTime == nil && st.StartTime != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Started", "the agent started in Pod " + st.PodName})
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == ReasonPodRejected && !isTerminal(st) {
+		// Once per refusal message: the Job controller retries with
+		// backoff, and each retry repeats it.
+		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStalled); was == nil || was.Message != c.Message {
+			out = append(out, event{corev1.EventTypeWarning, ReasonPodRejected, c.Message})
+		}
 	}
 	if !isTerminal(old) && isTerminal(st) {
 		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)

@@ -93,7 +93,15 @@ func endSummary(status string, result string) *summary.Summary {
 }
 
 func TestComputeOutcome(t *testing.T) {
-	g := Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute}
+	g := Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute}
+	profileMissing := func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "CreateContainerError", Message: `failed to generate seccomp spec opts: cannot load seccomp profile "/var/lib/kubelet/seccomp/agentrun/bwrap.json": open /var/lib/kubelet/seccomp/agentrun/bwrap.json: no such file or directory`}}}}
+	}
+	unavailable := endSummary(events.StatusFailed, "")
+	unavailable.Detail = "the sandbox failed before the agent started: bubblewrap cannot create its namespaces (No permissions to creating new namespace)"
+	unavailable.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
+	rejection := &podRejection{Message: `pods "r-abcde" is forbidden: violates PodSecurity "restricted:latest"`, Since: t0}
 	tests := []struct {
 		name       string
 		obs        observation
@@ -140,6 +148,26 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "missing secret after grace", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(waiting(AgentContainer, "CreateContainerConfigError"))},
 			wantReason: ReasonContainerConfigError, wantStatus: events.StatusFailed},
+		// The sandbox cannot run on the node: fail closed, say why.
+		{name: "seccomp profile missing, within its grace", obs: observation{Now: t0.Add(20 * time.Second), Job: testJob(nil),
+			Pod: testPod(profileMissing)}, wantWait: 40 * time.Second},
+		{name: "seccomp profile missing", obs: observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil), Pod: testPod(profileMissing)},
+			wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "cannot load seccomp profile"},
+		{name: "AppArmor refused by the kubelet", obs: observation{Job: testJob(nil), Pod: testPod(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host"
+		})}, wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "sandboxProfiles.appArmor.enabled"},
+		{name: "the runner could not build the sandbox", obs: observation{Job: testJob(nil),
+			Pod: testPod(agentTerminated(1, "Error", "")), Summary: unavailable},
+			wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "No permissions to creating new namespace"},
+		{name: "a missing Secret is not a sandbox matter", obs: observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil),
+			Pod: testPod(waiting(AgentContainer, "CreateContainerConfigError"))}, wantWait: 3 * time.Minute},
+
+		// The Job cannot create the Pod.
+		{name: "pod rejected, within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: rejection},
+			wantWait: 4 * time.Minute},
+		{name: "pod rejected too long", obs: observation{Now: t0.Add(5 * time.Minute), Job: testJob(nil), Rejection: rejection},
+			wantReason: ReasonPodRejected, wantStatus: events.StatusFailed, wantDetail: `for 5m0s: pods "r-abcde" is forbidden: violates PodSecurity`},
+
 		{name: "unschedulable within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
 			Pod: testPod(unschedulable(t0))}, wantWait: 9 * time.Minute},
 		{name: "unschedulable too long", obs: observation{Now: t0.Add(11 * time.Minute), Job: testJob(nil),
@@ -251,12 +279,30 @@ func TestComputeStatusHarvest(t *testing.T) {
 	full := &events.End{Status: events.StatusFinished, Result: ptr.To("the whole answer"), Detail: "",
 		Usage: events.Totals{ByModel: map[string]events.TokenCounts{}}}
 	pod := testPod(agentTerminated(0, "Completed", ""))
+	isolated := endSummary(events.StatusFinished, "done")
+	isolated.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
+	unavailable := endSummary(events.StatusFailed, "")
+	unavailable.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
 	tests := []struct {
 		name      string
 		obs       observation
 		check     func(t *testing.T, st v1alpha1.AgentRunStatus)
 		wantPhase v1alpha1.Phase
 	}{
+		{name: "the isolation that ran", obs: observation{Pod: pod, Summary: isolated}, wantPhase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				want := v1alpha1.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
+				if st.Isolation == nil || *st.Isolation != want {
+					t.Errorf("isolation %+v, want %+v", st.Isolation, want)
+				}
+			}},
+		{name: "no isolation ran: none reported", obs: observation{Pod: testPod(agentTerminated(1, "Error", "")), Summary: unavailable},
+			wantPhase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
+				if st.Isolation != nil {
+					t.Errorf("isolation %+v for a sandbox that could not be built", st.Isolation)
+				}
+			}},
 		{name: "summary", obs: observation{Pod: pod, Summary: endSummary(events.StatusFinished, "done")}, wantPhase: v1alpha1.PhaseSucceeded,
 			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
 				u := st.Usage
@@ -437,7 +483,7 @@ func TestComputeConditions(t *testing.T) {
 		v1alpha1.ConditionReady, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled}
 	for _, tt := range tests {
 		t.Run(string(tt.phase)+"/"+tt.want[0], func(t *testing.T) {
-			conds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: tt.phase, EndStatus: "limit", Detail: "--max-turns 3 reached"}, tt.oc, 4, t0)
+			conds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: tt.phase, EndStatus: "limit", Detail: "--max-turns 3 reached"}, tt.oc, nil, 4, t0)
 			if len(conds) != len(types) {
 				t.Errorf("%d conditions, want %d", len(conds), len(types))
 			}
@@ -457,13 +503,13 @@ func TestComputeConditions(t *testing.T) {
 		})
 	}
 	// The transition time moves only when the status does.
-	first := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, 1, t0)
-	again := computeConditions(first, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, 1, t0.Add(time.Hour))
+	first := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, nil, 1, t0)
+	again := computeConditions(first, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "p"}, nil, nil, 1, t0.Add(time.Hour))
 	if !meta.FindStatusCondition(again, v1alpha1.ConditionRunning).LastTransitionTime.Time.Equal(t0) {
 		t.Error("lastTransitionTime moved without a transition")
 	}
 	long := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: strings.Repeat("x", 5000)},
-		&outcome{Reason: "Failed"}, 1, t0)
+		&outcome{Reason: "Failed"}, nil, 1, t0)
 	for _, c := range long {
 		if len(c.Message) > maxConditionMessageBytes+len("…") {
 			t.Errorf("%s message of %d bytes", c.Type, len(c.Message))
@@ -471,12 +517,70 @@ func TestComputeConditions(t *testing.T) {
 	}
 }
 
+// TestPodRejectedIsReported: a run whose Job cannot create its Pod is
+// Pending and Stalled with the API server's refusal, and gets one Warning
+// Event per refusal message.
+func TestPodRejectedIsReported(t *testing.T) {
+	r1 := &podRejection{Message: `pods "r-1" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes`, Since: t0}
+	obs := observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: r1}
+	st := computeStatus(v1alpha1.AgentRunStatus{}, 1, obs, nil)
+	if st.Phase != v1alpha1.PhasePending {
+		t.Fatalf("phase %s", st.Phase)
+	}
+	stalled := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled)
+	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != ReasonPodRejected || !strings.Contains(stalled.Message, r1.Message) {
+		t.Errorf("Stalled = %+v", stalled)
+	}
+	evs := computeEvents(v1alpha1.AgentRunStatus{}, st)
+	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Reason != ReasonPodRejected {
+		t.Errorf("events %+v, want one PodRejected warning", evs)
+	}
+	again := computeStatus(st, 1, obs, nil)
+	if evs := computeEvents(st, again); len(evs) != 0 {
+		t.Errorf("the same refusal again: events %+v", evs)
+	}
+	obs.Rejection = &podRejection{Message: `exceeded quota: agents, requested: pods=1`, Since: t0}
+	changed := computeStatus(again, 1, obs, nil)
+	if evs := computeEvents(again, changed); len(evs) != 1 || !strings.Contains(evs[0].Message, "exceeded quota") {
+		t.Errorf("a new refusal: events %+v", evs)
+	}
+	// The Pod exists at last: no longer stalled.
+	obs.Rejection, obs.Pod = nil, testPod(nil)
+	healed := computeStatus(changed, 1, obs, nil)
+	if c := meta.FindStatusCondition(healed.Conditions, v1alpha1.ConditionStalled); c.Status != metav1.ConditionFalse {
+		t.Errorf("Stalled after the Pod was created: %+v", c)
+	}
+}
+
+func TestLatestRejection(t *testing.T) {
+	ev := func(msg string, first, last time.Duration) corev1.Event {
+		return corev1.Event{Message: msg, FirstTimestamp: metav1.NewTime(t0.Add(first)), LastTimestamp: metav1.NewTime(t0.Add(last))}
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []corev1.Event
+		want *podRejection
+	}{
+		{"none", nil, nil},
+		{"one", []corev1.Event{ev("a", 0, time.Minute)}, &podRejection{Message: "a", Since: t0}},
+		{"the newest message, the first time", []corev1.Event{ev("new", time.Minute, 3*time.Minute), ev("old", 0, 2*time.Minute)},
+			&podRejection{Message: "new", Since: t0}},
+		{"events.k8s.io style: eventTime only", []corev1.Event{{Message: "b", EventTime: metav1.NewMicroTime(t0)}},
+			&podRejection{Message: "b", Since: t0}},
+	} {
+		got := latestRejection(tc.evs)
+		if (got == nil) != (tc.want == nil) || (got != nil && (got.Message != tc.want.Message || !got.Since.Equal(tc.want.Since))) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestComputeEvents(t *testing.T) {
 	start := metav1.NewTime(t0)
 	failedConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "boom"},
-		&outcome{Reason: ReasonOOMKilled}, 1, t0)
+		&outcome{Reason: ReasonOOMKilled}, nil, 1, t0)
 	cancelledConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "interrupted", Detail: "cancelled (spec.cancel)"},
-		&outcome{Reason: ReasonCancelled}, 1, t0)
+		&outcome{Reason: ReasonCancelled}, nil, 1, t0)
 	tests := []struct {
 		name     string
 		old, new v1alpha1.AgentRunStatus

@@ -89,6 +89,21 @@ func TestCRDValidation(t *testing.T) {
 		{"credential host without a port", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials = []v1alpha1.Credential{credential("K", "api.anthropic.com")}
 		}, "spec.credentials[0].hosts[0]"},
+		{"credential hosts with schemes", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "http://mock-model.test:8080", "https://api.anthropic.com:443", "[fd00::5]:8443")}
+		}, ""},
+		{"credential host with another scheme", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "ftp://files.test:21")}
+		}, "spec.credentials[0].hosts[0]"},
+		{"credential host with a path", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "http://mock-model.test:8080/v1")}
+		}, "spec.credentials[0].hosts[0]"},
+		{"credential host both plain and TLS", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "http://gw.test:8080", "gw.test:8080")}
+		}, "listed both as http://HOST:PORT and without http://"},
+		{"credential host both plain and https", func(s *v1alpha1.AgentRunSpec) {
+			s.Credentials = []v1alpha1.Credential{credential("K", "http://gw.test:8080", "https://gw.test:8080")}
+		}, "listed both as http://HOST:PORT and without http://"},
 		{"credentials without the sandbox", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials, s.Sandbox = []v1alpha1.Credential{credential("K", "api.test:443")}, v1alpha1.SandboxNone
 		}, "spec.credentials needs the bubblewrap sandbox"},

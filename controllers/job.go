@@ -90,6 +90,17 @@ type JobConfig struct {
 	RunnerImage string
 	// PullPolicy of the runner image, unless the AgentRun overrides it.
 	PullPolicy corev1.PullPolicy
+	// SandboxSeccomp is the agent container's seccomp profile when it runs
+	// the bubblewrap sandbox: the chart's Localhost profile, which allows
+	// what bubblewrap needs (nodeprofiles). nil means RuntimeDefault, under
+	// which the sandbox cannot start: the run then fails as
+	// SandboxUnavailable, never silently without a sandbox. Unconfined
+	// only when an admin chooses it.
+	SandboxSeccomp *corev1.SeccompProfile
+	// SandboxAppArmor is the agent container's AppArmor profile with the
+	// sandbox (the chart's Localhost agentrun-bwrap on AppArmor nodes);
+	// nil leaves the runtime's default.
+	SandboxAppArmor *corev1.AppArmorProfile
 	// ProgressPort is where the events sidecar serves the live progress
 	// (progress.DefaultPort when 0).
 	ProgressPort int32
@@ -236,7 +247,7 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		VolumeMounts:             agentMounts,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext:          agentSecurityContext(spec),
+		SecurityContext:          agentSecurityContext(spec, cfg),
 	}
 	agent.Resources = agentResources(cfg.AgentResources, o.Resources)
 
@@ -355,10 +366,12 @@ func agentResources(defaults corev1.ResourceRequirements, own *corev1.ResourceRe
 }
 
 // agentSecurityContext is what bubblewrap needs and nothing more
-// (TESTENV.md): non-root, no privilege escalation, no capabilities, and a
-// seccomp and AppArmor profile that allow the namespace and mount calls.
-// Without the sandbox the agent keeps the runtime's default profiles.
-func agentSecurityContext(spec v1alpha1.AgentRunSpec) *corev1.SecurityContext {
+// (TESTENV.md): non-root, no privilege escalation, no capabilities, and the
+// manager's seccomp and AppArmor profiles for the sandbox, which allow its
+// namespace and mount calls. Without the sandbox the agent keeps the
+// runtime's default profiles. An AgentRun's podOverrides choose otherwise
+// (an admin's policy can forbid that).
+func agentSecurityContext(spec v1alpha1.AgentRunSpec, cfg JobConfig) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -366,11 +379,20 @@ func agentSecurityContext(spec v1alpha1.AgentRunSpec) *corev1.SecurityContext {
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	if sandboxOf(spec) == v1alpha1.SandboxBubblewrap {
-		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-		sc.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		if cfg.SandboxSeccomp != nil {
+			sc.SeccompProfile = cfg.SandboxSeccomp.DeepCopy()
+		}
+		if cfg.SandboxAppArmor != nil {
+			sc.AppArmorProfile = cfg.SandboxAppArmor.DeepCopy()
+		}
 	}
-	if o := spec.PodOverrides; o != nil && o.SeccompProfile != nil {
-		sc.SeccompProfile = o.SeccompProfile.DeepCopy()
+	if o := spec.PodOverrides; o != nil {
+		if o.SeccompProfile != nil {
+			sc.SeccompProfile = o.SeccompProfile.DeepCopy()
+		}
+		if o.AppArmorProfile != nil {
+			sc.AppArmorProfile = o.AppArmorProfile.DeepCopy()
+		}
 	}
 	return sc
 }

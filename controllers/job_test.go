@@ -69,11 +69,11 @@ func TestAgentArgs(t *testing.T) {
 			"--image", "/workspace/shots/a.png", "--image", "/agentrun-images/1/b.jpg", "--image", "/agentrun-images/2/c.webp",
 			"--", "fix the failing test"}},
 		{"credentials", func(s *v1alpha1.AgentRunSpec) {
-			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "gw.internal:8080"},
+			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "http://gw.internal:8080"},
 				ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}}}}
 			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full",
-			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
+			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,http://gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
 			"--meter-file", "/agentrun/meter.json", "--", "fix the failing test"}},
 		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
 			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
@@ -163,7 +163,9 @@ func TestBuildJob(t *testing.T) {
 		}
 		s.Workspace = &v1alpha1.Workspace{ClaimName: "repo", SubPath: "src"}
 	})
-	job := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever})
+	cfg := chartJobConfig
+	cfg.RunnerImage, cfg.PullPolicy = "runner:1", corev1.PullNever
+	job := BuildJob(run, cfg)
 	spec := job.Spec
 	pod := spec.Template.Spec
 
@@ -209,8 +211,8 @@ func TestBuildJob(t *testing.T) {
 	sc := agent.SecurityContext
 	check("no privilege escalation", *sc.AllowPrivilegeEscalation, false)
 	check("capabilities", sc.Capabilities.Drop, []corev1.Capability{"ALL"})
-	check("seccomp (bubblewrap)", sc.SeccompProfile.Type, corev1.SeccompProfileTypeUnconfined)
-	check("apparmor (bubblewrap)", sc.AppArmorProfile.Type, corev1.AppArmorProfileTypeUnconfined)
+	check("seccomp (bubblewrap)", *sc.SeccompProfile, corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("agentrun/bwrap.json")})
+	check("apparmor (the runtime's default)", sc.AppArmorProfile, (*corev1.AppArmorProfile)(nil))
 	check("privileged", sc.Privileged, (*bool)(nil))
 
 	vols := map[string]corev1.Volume{}
@@ -228,7 +230,7 @@ func TestBuildJob(t *testing.T) {
 
 	// The Job is a pure function: the same run gives the same Job, and it
 	// shares nothing with the run.
-	if again := BuildJob(run, JobConfig{RunnerImage: "runner:1", PullPolicy: corev1.PullNever}); !reflect.DeepEqual(again, job) {
+	if again := BuildJob(run, cfg); !reflect.DeepEqual(again, job) {
 		t.Error("BuildJob is not deterministic")
 	}
 	job.Spec.Template.Spec.Tolerations[0].Key = "changed"

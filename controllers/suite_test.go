@@ -137,7 +137,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	h := &harness{t: t, ctx: ctx, c: c, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
 		logs:   &fakeLogs{logs: map[string]fakeLog{}},
-		graces: Graces{Startup: time.Minute, Unschedulable: 5 * time.Minute, Deletion: time.Minute, EventLog: time.Minute},
+		graces: Graces{Startup: time.Minute, Unschedulable: 5 * time.Minute, Deletion: time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute},
 		port:   freeLoopbackPort(t), intervals: LiveIntervals{Usage: time.Nanosecond, Progress: time.Nanosecond}}
 	h.start()
 	t.Cleanup(func() { h.stopController() })

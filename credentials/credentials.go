@@ -4,7 +4,9 @@
 // proxy puts the real value (read from agentrun's own environment) in
 // place of the stand-in in the headers of requests to the listed
 // destinations only, and takes it out of their responses. Anywhere else
-// the stand-in passes as it is, so nothing real leaves.
+// the stand-in passes as it is, so nothing real leaves. The real value
+// travels upstream over verified TLS only, unless a destination is
+// declared as one that speaks plain HTTP (http://HOST:PORT).
 package credentials
 
 import (
@@ -30,8 +32,13 @@ const StandInPrefix = "agentrun-stand-in-"
 type Dest struct {
 	Host string // lower case, no trailing dot; an IP address without brackets
 	Port int
+	// Plain marks a destination declared as http://HOST:PORT: it speaks
+	// plain HTTP, and only such a destination gets the real value
+	// unencrypted (README, "Credentials").
+	Plain bool
 }
 
+// String is HOST:PORT, without the scheme.
 func (d Dest) String() string { return net.JoinHostPort(d.Host, strconv.Itoa(d.Port)) }
 
 // Credential is one --credential.
@@ -52,7 +59,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func Parse(flag string, lookup func(string) (string, bool)) (*Credential, error) {
 	name, hosts, ok := strings.Cut(flag, "=")
 	if !ok || !envName.MatchString(name) || hosts == "" {
-		return nil, fmt.Errorf("--credential %q: expected NAME=HOST:PORT[,HOST:PORT...], NAME a variable of agentrun's environment", flag)
+		return nil, fmt.Errorf("--credential %q: expected NAME=HOST:PORT[,HOST:PORT...] (http://HOST:PORT for a destination that speaks plain HTTP), NAME a variable of agentrun's environment", flag)
 	}
 	c := &Credential{Name: name}
 	for _, h := range strings.Split(hosts, ",") {
@@ -76,10 +83,30 @@ func Parse(flag string, lookup func(string) (string, bool)) (*Credential, error)
 	return c, nil
 }
 
-// parseDest reads HOST:PORT, the port required (a credential goes to one
-// service, never to whatever a name serves on 80 and 443).
+// parseDest reads [http://|https://]HOST:PORT, the port required (a
+// credential goes to one service, never to whatever a name serves on 80
+// and 443). Without a scheme, as with https://, the destination gets the
+// real value over verified TLS only; http:// declares one that speaks
+// plain HTTP (an in-cluster mock or gateway), the only kind that gets it
+// unencrypted. Loopback and private addresses are not exempt: the scheme
+// says what the service speaks, not how far away it is.
 func parseDest(s string) (Dest, error) {
-	host, port, err := net.SplitHostPort(strings.TrimSpace(s))
+	spec := strings.TrimSpace(s)
+	plain := false
+	if scheme, rest, ok := strings.Cut(spec, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "http":
+			plain = true
+		case "https":
+		default:
+			return Dest{}, fmt.Errorf("%q: only http:// (a destination that speaks plain HTTP) or https:// may come before HOST:PORT", s)
+		}
+		spec = rest
+	}
+	if strings.ContainsAny(spec, "/?#") {
+		return Dest{}, fmt.Errorf("%q: give HOST:PORT without a path (the credential goes to every path of the destination)", s)
+	}
+	host, port, err := net.SplitHostPort(spec)
 	if err != nil {
 		return Dest{}, fmt.Errorf("%q is not HOST:PORT (IPv6 in brackets): %v", s, err)
 	}
@@ -89,12 +116,12 @@ func parseDest(s string) (Dest, error) {
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if a, err := netip.ParseAddr(host); err == nil {
-		return Dest{Host: a.Unmap().String(), Port: p}, nil
+		return Dest{Host: a.Unmap().String(), Port: p, Plain: plain}, nil
 	}
 	if !validName(host) {
 		return Dest{}, fmt.Errorf("%q: %q is not a host name or an IP address", s, host)
 	}
-	return Dest{Host: host, Port: p}, nil
+	return Dest{Host: host, Port: p, Plain: plain}, nil
 }
 
 // validName accepts letters, digits, hyphens and underscores in labels of
@@ -127,14 +154,23 @@ type Set struct {
 	list []*Credential
 }
 
-// NewSet checks that no two credentials share a name.
+// NewSet checks that no two credentials share a name and that no
+// destination is declared both as plain HTTP and not: a service on one
+// port speaks one of them.
 func NewSet(list []*Credential) (*Set, error) {
 	seen := map[string]bool{}
+	plain := map[string]bool{}
 	for _, c := range list {
 		if seen[c.Name] {
 			return nil, fmt.Errorf("--credential %s is given twice: list all its hosts in one, NAME=HOST:PORT,HOST:PORT", c.Name)
 		}
 		seen[c.Name] = true
+		for _, d := range c.Dests {
+			if p, ok := plain[d.String()]; ok && p != d.Plain {
+				return nil, fmt.Errorf("--credential %s: %s is listed both as http://%s and without http://; a destination speaks plain HTTP or TLS, so write it the same way everywhere", c.Name, d, d)
+			}
+			plain[d.String()] = d.Plain
+		}
 	}
 	return &Set{list: list}, nil
 }
@@ -187,10 +223,7 @@ func (s *Set) For(host string, port int) []*Credential {
 	if s == nil {
 		return nil
 	}
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.Unmap().String()
-	}
+	host = normalHost(host)
 	for _, c := range s.list {
 		for _, d := range c.Dests {
 			if d.Host == host && d.Port == port {
@@ -200,6 +233,32 @@ func (s *Set) For(host string, port int) []*Credential {
 		}
 	}
 	return out
+}
+
+// PlainHTTP reports whether host:port was declared as a destination that
+// speaks plain HTTP (http://HOST:PORT).
+func (s *Set) PlainHTTP(host string, port int) bool {
+	if s == nil {
+		return false
+	}
+	host = normalHost(host)
+	for _, c := range s.list {
+		for _, d := range c.Dests {
+			if d.Host == host && d.Port == port && d.Plain {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// normalHost is host as Dest holds it.
+func normalHost(host string) string {
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	return host
 }
 
 // Inject puts the real values of creds in place of their stand-ins in

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -29,8 +30,8 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Name != "ANTHROPIC_API_KEY" || len(c.Dests) != 3 || c.Dests[0] != (Dest{"api.anthropic.com", 443}) ||
-		c.Dests[1] != (Dest{"::1", 8080}) || c.Dests[2] != (Dest{"gateway.test", 80}) {
+	if c.Name != "ANTHROPIC_API_KEY" || len(c.Dests) != 3 || c.Dests[0] != (Dest{Host: "api.anthropic.com", Port: 443}) ||
+		c.Dests[1] != (Dest{Host: "::1", Port: 8080}) || c.Dests[2] != (Dest{Host: "gateway.test", Port: 80}) {
 		t.Errorf("parsed %+v", c)
 	}
 	if !strings.HasPrefix(c.StandIn, StandInPrefix) || strings.Contains(c.StandIn, real) || c.String() != "ANTHROPIC_API_KEY" {
@@ -49,6 +50,9 @@ func TestParse(t *testing.T) {
 		"MISSING=h:443":                       "is not set in agentrun's environment",
 		"EMPTY=h:443":                         "is empty",
 		"NL=h:443":                            "line break",
+		"ANTHROPIC_API_KEY=ftp://h:21":        "only http://",
+		"ANTHROPIC_API_KEY=http://h:80/v1":    "without a path",
+		"ANTHROPIC_API_KEY=http://h":          "is not HOST:PORT",
 	} {
 		if _, err := Parse(flag, env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", flag, err, want)
@@ -128,7 +132,7 @@ func TestScrubBodyAcrossReads(t *testing.T) {
 }
 
 func TestAuthority(t *testing.T) {
-	a, err := NewAuthority([]Dest{{"api.example.com", 443}, {"10.0.0.7", 8443}}, time.Now())
+	a, err := NewAuthority([]Dest{{Host: "api.example.com", Port: 443}, {Host: "10.0.0.7", Port: 8443}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,5 +168,37 @@ func TestAuthority(t *testing.T) {
 		if _, err := forged.Verify(x509.VerifyOptions{Roots: pool, DNSName: other}); err == nil {
 			t.Errorf("the authority could sign for %s", other)
 		}
+	}
+}
+
+// TestPlainHTTPDestinations: only a destination written http://HOST:PORT
+// takes the real value in plain HTTP; https:// and no scheme are TLS, and
+// loopback is not exempt. One destination cannot be both.
+func TestPlainHTTPDestinations(t *testing.T) {
+	env := lookup(map[string]string{"A": real, "B": real})
+	a, err := Parse("A=http://Mock.Test:8080,https://api.test:443,127.0.0.1:9000,HTTP://[::1]:80", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Dest{{Host: "mock.test", Port: 8080, Plain: true}, {Host: "api.test", Port: 443}, {Host: "127.0.0.1", Port: 9000}, {Host: "::1", Port: 80, Plain: true}}
+	if fmt.Sprint(a.Dests) != fmt.Sprint(want) {
+		t.Errorf("parsed %+v, want %+v", a.Dests, want)
+	}
+	set, err := NewSet([]*Credential{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		host  string
+		port  int
+		plain bool
+	}{{"mock.test.", 8080, true}, {"MOCK.test", 8080, true}, {"api.test", 443, false}, {"127.0.0.1", 9000, false}, {"[::1]", 80, true}, {"mock.test", 443, false}} {
+		if got := set.PlainHTTP(tt.host, tt.port); got != tt.plain {
+			t.Errorf("PlainHTTP(%s, %d) = %v", tt.host, tt.port, got)
+		}
+	}
+	b, _ := Parse("B=mock.test:8080", env)
+	if _, err := NewSet([]*Credential{a, b}); err == nil || !strings.Contains(err.Error(), "both as http://mock.test:8080") {
+		t.Errorf("one destination as plain and TLS: %v", err)
 	}
 }

@@ -3,10 +3,14 @@ package credentials
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/agentrun-dev/agentrun/meter"
+	"github.com/agentrun-dev/agentrun/proxy"
 )
 
 // Interceptor is the filter proxy's view of a run's credentials (it
@@ -27,6 +31,10 @@ type Interceptor struct {
 // Claims reports whether host:port is a credential destination.
 func (i *Interceptor) Claims(host string, port int) bool { return len(i.Set.For(host, port)) > 0 }
 
+// PlainHTTP reports whether host:port was declared as speaking plain HTTP:
+// only then may the real value travel to it unencrypted.
+func (i *Interceptor) PlainHTTP(host string, port int) bool { return i.Set.PlainHTTP(host, port) }
+
 // Certificate is the authority's certificate for host.
 func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
 	return i.Authority.Leaf(host)
@@ -35,27 +43,41 @@ func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
 // Roots verify the upstreams.
 func (i *Interceptor) Roots() *x509.CertPool { return i.RootCAs }
 
-// Request puts the real values in, or refuses once Refuse was called.
+// Request puts the real values in, or refuses once Refuse was called. It
+// asks for an answer without content encoding, whatever the client
+// accepts (see decode).
 func (i *Interceptor) Request(host string, port int, r *http.Request) string {
 	if p := i.refusal.Load(); p != nil {
 		return *p
 	}
 	Inject(r.Header, i.Set.For(host, port))
+	r.Header.Set("Accept-Encoding", identity)
 	return ""
 }
 
 // Response meters the call and takes the real values out of what the
-// client (the agent's CLI) will read. The body may change length, so it
+// client (the agent's CLI) will read, after decoding a gzip or deflate
+// body; an answer in any other encoding is refused, and a model call's
+// tells the meter it cannot count it. The body may change length, so it
 // goes on without a Content-Length.
-func (i *Interceptor) Response(host string, port int, r *http.Request, resp *http.Response) {
+func (i *Interceptor) Response(host string, port int, r *http.Request, resp *http.Response) *proxy.Refusal {
 	creds := i.Set.For(host, port)
 	Scrub(resp.Header, creds)
+	if enc := decode(resp); enc != "" {
+		detail := fmt.Sprintf("the answer of %s came with %s, which the proxy cannot read to take the credential out and count its tokens "+
+			"(it asks for no encoding and reads gzip and deflate)", net.JoinHostPort(host, strconv.Itoa(port)), enc)
+		if _, model := meter.APIFor(r.Method, r.URL.Path); model && resp.StatusCode == http.StatusOK && i.Meter != nil {
+			i.Meter.Unreadable(detail)
+		}
+		return &proxy.Refusal{Reason: proxy.ReasonUnsupportedEncoding, Detail: detail}
+	}
 	if i.Meter != nil {
 		i.Meter.Watch(r, resp)
 	}
 	resp.Body = ScrubBody(resp.Body, creds)
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
+	return nil
 }
 
 // Refuse makes every further request to a credential destination fail

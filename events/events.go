@@ -57,6 +57,14 @@ const (
 	// ReasonConnectionLimit: the run's proxy connection cap was reached
 	// and every connection was busy.
 	ReasonConnectionLimit = "connection_limit"
+	// ReasonUnsupportedEncoding: a credential destination answered in a
+	// content encoding the proxy cannot read, so it could neither take the
+	// real value out nor meter the call; the answer was refused (502).
+	ReasonUnsupportedEncoding = "unsupported_encoding"
+	// ReasonTLSRequired: a plain-HTTP request to a credential destination
+	// that was not declared as speaking plain HTTP; the real value goes
+	// over TLS only, so the request was refused (403).
+	ReasonTLSRequired = "tls_required"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.
@@ -187,6 +195,11 @@ type NetworkAccess struct {
 	Port    int     `json:"port"`
 	Allowed bool    `json:"allowed"`
 	Reason  *string `json:"reason"`
+	// Suppressed is absent on a decision reported on its own; on a
+	// summary (the proxy reported its cap of distinct decisions of this
+	// kind) it counts the decisions of the kind not reported one by one
+	// since the previous summary, this one included.
+	Suppressed int `json:"suppressed,omitempty"`
 }
 
 // End is the last event of every run.

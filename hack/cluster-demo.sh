@@ -92,7 +92,9 @@ spec:
     - name: ANTHROPIC_API_KEY
       valueFrom:
         secretKeyRef: {name: agent-keys, key: anthropic}
-      hosts: [mock-model.test:$mock_port]
+      # The mock speaks plain HTTP: only a host declared http:// gets the
+      # key unencrypted (README, Credentials).
+      hosts: [http://mock-model.test:$mock_port]
   timeout: 5m
   network:
     mode: custom

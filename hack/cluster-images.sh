@@ -14,8 +14,8 @@
 # the tag the chart uses by default, so the local cluster runs the chart as
 # released; the pause image is the cluster's own (hack/cluster.sh).
 #   pause    docker.io/library/agentrun-pause:dev: hack/images/pause, static
-#   manager  docker.io/library/agentrun-manager:APPVERSION: /manager, CA
-#            certificates, user 65532
+#   manager  docker.io/library/agentrun-manager:APPVERSION: /manager,
+#            /agentrun-node-profiles, CA certificates, user 65532
 #   runner   docker.io/library/agentrun-runner:APPVERSION: a Debian bookworm rootfs
 #            (debootstrap --variant=minbase) + bubblewrap ca-certificates curl git
 #            (apt-get in the chroot), Node 22, the pinned CLIs of .cache/clis
@@ -76,7 +76,8 @@ build_manager() {
   tmp=$(mktemp -d "$out/.manager-XXXX")
   mkdir -p "$tmp/rootfs/etc/ssl/certs"
   cp /etc/ssl/certs/ca-certificates.crt "$tmp/rootfs/etc/ssl/certs/"
-  (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/manager" ./cmd/manager) >&2
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/manager" ./cmd/manager &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/agentrun-node-profiles" ./cmd/agentrun-node-profiles) >&2
   "$tool" -tag "docker.io/library/agentrun-manager:$image_tag" -o "$dst" -layer "$tmp/rootfs" \
     -user "$manager_user" -entrypoint /manager
   rm -rf "$tmp"

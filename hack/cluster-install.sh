@@ -23,7 +23,9 @@ helm=$("$root/hack/k8s-tool.sh" helm)
 args=()
 if [ "$(realpath "$KUBECONFIG")" = "$(realpath -m "$cache/state/kubeconfig")" ]; then
   "$root/hack/cluster-images.sh" import manager runner
-  args+=(-f "$root/hack/cluster-values.yaml"
+  # The kubelet's --root-dir is in the cluster's state directory: the
+  # node profile DaemonSet writes the seccomp profile there.
+  args+=(-f "$root/hack/cluster-values.yaml" --set "sandboxProfiles.kubeletRootDir=$cache/state/kubelet"
     --set-string "podAnnotations.agentrun\.dev/image-key=$(cat "$cache/images/manager.tar.key")")
 fi
 if [ -n "${HELM_VALUES:-}" ]; then args+=(-f "$HELM_VALUES"); fi

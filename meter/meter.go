@@ -77,11 +77,38 @@ type Call struct {
 
 // Meter records calls. It is safe for concurrent use.
 type Meter struct {
-	mu    sync.Mutex
-	calls []Call
-	total Usage
+	mu         sync.Mutex
+	calls      []Call
+	total      Usage
+	unreadable int
 	// OnCall, when set, receives each call and the run's total after it.
 	OnCall func(c Call, total Usage)
+	// OnUnreadable, when set, receives why each model call could not be
+	// metered (see Unreadable).
+	OnUnreadable func(why string)
+}
+
+// Unreadable records a model call whose answer could not be metered (it
+// came in a content encoding the proxy cannot read, so the proxy refused
+// to pass it on): the API spent tokens that no count holds. The meter
+// fails closed: it says so through OnUnreadable instead of counting 0,
+// and the runner ends a run with --max-tokens there, since its limit can
+// no longer be held.
+func (m *Meter) Unreadable(why string) {
+	m.mu.Lock()
+	m.unreadable++
+	on := m.OnUnreadable
+	m.mu.Unlock()
+	if on != nil {
+		on(why)
+	}
+}
+
+// UnreadableCalls is how many model calls could not be metered.
+func (m *Meter) UnreadableCalls() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unreadable
 }
 
 // Calls are the calls recorded so far, in the order they ended.

@@ -146,7 +146,8 @@ func (s runSpec) network(n *v1alpha1.Network) error {
 }
 
 // credentialForm is how a --credential is written.
-const credentialForm = "NAME=SECRET/KEY@HOST:PORT[,HOST:PORT...], for example ANTHROPIC_API_KEY=agent-keys/anthropic@api.anthropic.com:443"
+const credentialForm = "NAME=SECRET/KEY@HOST:PORT[,HOST:PORT...], for example ANTHROPIC_API_KEY=agent-keys/anthropic@api.anthropic.com:443 " +
+	"(http://HOST:PORT for a destination that speaks plain HTTP only; the real value then travels unencrypted)"
 
 // parseCredential reads one --credential into spec.credentials: the
 // variable NAME, the Secret key that holds the real value, and the hosts
@@ -171,7 +172,10 @@ func parseCredential(s string) (v1alpha1.Credential, error) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
 	}}}
 	for _, h := range strings.Split(hosts, ",") {
-		host, port, err := net.SplitHostPort(h)
+		// As spec.credentials[].hosts: https:// or nothing means TLS only;
+		// http:// opts a plain-HTTP destination in.
+		addr := strings.TrimPrefix(strings.TrimPrefix(h, "https://"), "http://")
+		host, port, err := net.SplitHostPort(addr)
 		if _, perr := strconv.ParseUint(port, 10, 16); err != nil || host == "" || perr != nil {
 			return bad(fmt.Sprintf("host %q has no port", h))
 		}

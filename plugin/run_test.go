@@ -57,7 +57,7 @@ func TestBuild(t *testing.T) {
 		}},
 		{"env, credentials and labels", func(s *runSpec) {
 			s.Env = []string{"ANTHROPIC_BASE_URL=http://mock.test:8080", "EMPTY=", "EQ=a=b"}
-			s.Credentials = []string{"ANTHROPIC_API_KEY=agent-keys/anthropic@api.anthropic.com:443,[fd00::5]:8443"}
+			s.Credentials = []string{"ANTHROPIC_API_KEY=agent-keys/anthropic@api.anthropic.com:443,[fd00::5]:8443,http://mock.test:8080"}
 			s.Labels = []string{"team=a", "agentrun.dev/batch=nightly"}
 		}, func(r *v1alpha1.AgentRun) string {
 			env := r.Spec.Env
@@ -67,7 +67,7 @@ func TestBuild(t *testing.T) {
 			}
 			cr := r.Spec.Credentials
 			if len(cr) != 1 || cr[0].Name != "ANTHROPIC_API_KEY" || cr[0].ValueFrom.SecretKeyRef.Name != "agent-keys" ||
-				cr[0].ValueFrom.SecretKeyRef.Key != "anthropic" || strings.Join(cr[0].Hosts, ",") != "api.anthropic.com:443,[fd00::5]:8443" {
+				cr[0].ValueFrom.SecretKeyRef.Key != "anthropic" || strings.Join(cr[0].Hosts, ",") != "api.anthropic.com:443,[fd00::5]:8443,http://mock.test:8080" {
 				return "credential not set"
 			}
 			if len(r.Labels) != 2 || r.Labels["team"] != "a" || r.Labels["agentrun.dev/batch"] != "nightly" {
@@ -116,6 +116,7 @@ func TestBuildRejects(t *testing.T) {
 		{"credential without name", func(s *runSpec) { s.Credentials = []string{"=s/k@h:443"} }, "no NAME="},
 		{"credential host without port", func(s *runSpec) { s.Credentials = []string{"K=s/k@api.anthropic.com"} }, `host "api.anthropic.com" has no port`},
 		{"credential bad port", func(s *runSpec) { s.Credentials = []string{"K=s/k@h:443,h:99999"} }, `host "h:99999" has no port`},
+		{"credential plain HTTP without port", func(s *runSpec) { s.Credentials = []string{"K=s/k@http://mock.test"} }, `host "http://mock.test" has no port`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := runSpec{Runtime: "claude-code", Prompt: "p"}

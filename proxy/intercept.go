@@ -17,23 +17,36 @@ import (
 // credential destinations) one by one, which every other destination's
 // CONNECT tunnel keeps opaque. For those the proxy terminates the client's
 // TLS with the interceptor's certificate (or reads plain HTTP, which pi
-// sends even inside CONNECT), lets the interceptor change each request
-// (put the real key in) and each response (take it out, meter the usage),
-// and talks to the upstream itself, over TLS verified against Roots when
-// the client spoke TLS.
+// sends even inside CONNECT, to a destination declared as speaking it),
+// lets the interceptor change each request (put the real key in) and each
+// response (take it out, meter the usage), and talks to the upstream
+// itself, over TLS verified against Roots when the client spoke TLS.
 type Interceptor interface {
 	// Claims reports whether requests to host:port are intercepted.
 	Claims(host string, port int) bool
+	// PlainHTTP reports whether a claimed host:port may be sent requests
+	// in plain HTTP; the proxy refuses plain HTTP to any other (see
+	// refusePlain).
+	PlainHTTP(host string, port int) bool
 	// Certificate is what the proxy presents to the client for host.
 	Certificate(host string) (*tls.Certificate, error)
 	// Request changes an intercepted request before it goes upstream; a
 	// non-empty refusal answers the client 429 with it instead (a spend
 	// limit reached).
 	Request(host string, port int, r *http.Request) (refusal string)
-	// Response changes the upstream's response before the client reads it.
-	Response(host string, port int, r *http.Request, resp *http.Response)
+	// Response changes the upstream's response before the client reads it;
+	// a non-nil Refusal answers the client 502 instead (an answer the
+	// interceptor cannot read, so cannot clean), and is reported as a
+	// refused decision with its reason.
+	Response(host string, port int, r *http.Request, resp *http.Response) *Refusal
 	// Roots verify the upstream's certificate (nil: the system's roots).
 	Roots() *x509.CertPool
+}
+
+// Refusal is an interceptor's refusal of an upstream's answer.
+type Refusal struct {
+	Reason string // for the network event and ReasonHeader
+	Detail string // for the client, after "agentrun proxy: "
 }
 
 // interceptAddr is the checked destination of an intercepted connection.
@@ -204,6 +217,26 @@ func (s *Server) intercepted(host string, port int) bool {
 }
 
 func authorityOf(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// refusePlain answers a plain-HTTP request to an intercepted destination
+// that was not declared as speaking plain HTTP: the interceptor would put
+// the real value into a request that travels upstream unencrypted (a
+// CONNECT tunnel carries whatever the client sends, to port 443 too).
+//
+// The proxy refuses (403, tls_required) rather than speak TLS upstream on
+// the agent's behalf: an http:// URL that silently became https:// would
+// make what the agent's configuration says and what happens differ, and a
+// service that does speak plain HTTP would fail with an obscure handshake
+// error; the refusal names the fix, and the rule stays one sentence: the
+// real value leaves over verified TLS, or over plain HTTP only where the
+// user declared it (README, "Credentials").
+func (s *Server) refusePlain(w http.ResponseWriter, host string, port int) {
+	s.report(Access{Host: host, Port: port, Reason: ReasonTLSRequired})
+	w.Header().Set(ReasonHeader, ReasonTLSRequired)
+	a := authorityOf(host, port)
+	http.Error(w, "agentrun proxy: "+a+" receives a credential over TLS only ("+ReasonTLSRequired+"): use https://"+a+
+		", or, if it speaks only plain HTTP, declare it as http://"+a+" in --credential", http.StatusForbidden)
+}
 
 // tooManyTokens is the refusal answer when the interceptor says no more.
 func tooMany(w http.ResponseWriter, refusal string) {

@@ -18,6 +18,7 @@ import (
 	neturl "net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -65,12 +66,19 @@ type fakeInterceptor struct {
 	certs   *testCA
 	roots   *x509.CertPool
 	refusal string
-	mu      sync.Mutex
-	seen    []string // request paths
-	t       *testing.T
+	// plain declares the destination as speaking plain HTTP.
+	plain bool
+	// refuseAnswer, when set, refuses every upstream answer.
+	refuseAnswer *Refusal
+	mu           sync.Mutex
+	seen         []string // request paths
+	t            *testing.T
 }
 
 func (f *fakeInterceptor) Claims(host string, port int) bool { return host == f.host && port == f.port }
+func (f *fakeInterceptor) PlainHTTP(host string, port int) bool {
+	return f.plain && f.Claims(host, port)
+}
 func (f *fakeInterceptor) Certificate(host string) (*tls.Certificate, error) {
 	return f.certs.leaf(f.t, host), nil
 }
@@ -87,8 +95,12 @@ func (f *fakeInterceptor) Request(host string, port int, r *http.Request) string
 	}
 	return ""
 }
-func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp *http.Response) {
+func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp *http.Response) *Refusal {
 	resp.Header.Set("X-Intercepted", "yes")
+	if f.refuseAnswer != nil {
+		return f.refuseAnswer
+	}
+	return nil
 }
 
 // interceptWorld is an upstream (TLS or plain) that echoes the key it got,
@@ -98,13 +110,24 @@ type interceptWorld struct {
 	upstream string // host:port as the client names it
 	port     int
 	icpt     *fakeInterceptor
+	hits     atomic.Int32 // requests the upstream received
+	mu       sync.Mutex
+	access   []Access // what the proxy reported
+}
+
+func (w *interceptWorld) reported() []Access {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Access{}, w.access...)
 }
 
 func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
 	t.Helper()
 	upstreamCA := newTestCA(t)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "key=%s host=%s", r.Header.Get("X-Api-Key"), r.Host)
+	w := &interceptWorld{}
+	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.hits.Add(1)
+		fmt.Fprintf(rw, "key=%s host=%s", r.Header.Get("X-Api-Key"), r.Host)
 	})
 	var up *httptest.Server
 	if useTLS {
@@ -118,17 +141,23 @@ func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
 	_, portStr, _ := net.SplitHostPort(up.Listener.Addr().String())
 	var port int
 	fmt.Sscan(portStr, &port)
-	icpt := &fakeInterceptor{host: "api.test", port: port, certs: newTestCA(t), roots: upstreamCA.pool, t: t}
+	icpt := &fakeInterceptor{host: "api.test", port: port, certs: newTestCA(t), roots: upstreamCA.pool, plain: !useTLS, t: t}
 	p, _ := NewPolicy(ModeCustom, []string{"api.test:" + portStr, "127.0.0.1:" + portStr, "other.test:" + portStr})
 	res := &HostResolver{Static: map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}, "other.test": {netip.MustParseAddr("127.0.0.1")}}}
-	srv := &Server{Policy: p, Resolver: res, Intercept: icpt}
+	w.upstream, w.port, w.icpt = "api.test:"+portStr, port, icpt
+	srv := &Server{Policy: p, Resolver: res, Intercept: icpt, OnAccess: func(a Access) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.access = append(w.access, a)
+	}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	return &interceptWorld{proxyURL: "http://" + l.Addr().String(), upstream: "api.test:" + portStr, port: port, icpt: icpt}
+	w.proxyURL = "http://" + l.Addr().String()
+	return w
 }
 
 // connect opens a CONNECT tunnel to target through the proxy.
@@ -244,5 +273,74 @@ func TestInterceptRefusal(t *testing.T) {
 	defer c.Close()
 	if got := getVia(t, c, "api.test"); !strings.HasPrefix(got, "429") || strings.Contains(got, "key=") {
 		t.Errorf("refused request: %q", got)
+	}
+}
+
+// TestInterceptAnswerRefusal: an answer the interceptor refuses (one it
+// cannot read to take the key out) never reaches the client: 502 with the
+// reason, reported as a refused decision.
+func TestInterceptAnswerRefusal(t *testing.T) {
+	w := newInterceptWorld(t, true)
+	w.icpt.refuseAnswer = &Refusal{Reason: ReasonUnsupportedEncoding, Detail: "cannot read it"}
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: "api.test", RootCAs: w.icpt.certs.pool})
+	fmt.Fprintf(tc, "GET /v1/x HTTP/1.1\r\nHost: api.test\r\nX-Api-Key: stand-in\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || resp.Header.Get(ReasonHeader) != ReasonUnsupportedEncoding || strings.Contains(string(b), "key=") ||
+		!strings.Contains(string(b), "cannot read it") {
+		t.Errorf("refused answer: %d %v %q", resp.StatusCode, resp.Header, b)
+	}
+	want := Access{Host: "api.test", Port: w.port, Reason: ReasonUnsupportedEncoding}
+	if got := w.reported(); len(got) != 2 || got[1] != want {
+		t.Errorf("reported %+v, want the allowed CONNECT and %+v", got, want)
+	}
+}
+
+// TestInterceptRefusesPlainHTTPWithoutOptIn: plain HTTP to a claimed
+// destination that was not declared as speaking it (absolute-form, or
+// inside a CONNECT tunnel) never goes upstream: the key would travel
+// unencrypted. 403 tls_required, reported.
+func TestInterceptRefusesPlainHTTPWithoutOptIn(t *testing.T) {
+	w := newInterceptWorld(t, false)
+	w.icpt.plain = false
+	c := w.connect(t, w.upstream)
+	defer c.Close()
+	if got := getVia(t, c, "api.test"); !strings.HasPrefix(got, "403") || !strings.Contains(got, "tls_required") {
+		t.Errorf("plain HTTP inside CONNECT: %q", got)
+	}
+	proxyURL, _ := neturl.Parse(w.proxyURL)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	req, _ := http.NewRequest("GET", "http://"+w.upstream+"/v1/x", nil)
+	req.Header.Set("X-Api-Key", "stand-in")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get(ReasonHeader) != ReasonTLSRequired {
+		t.Errorf("absolute-form: %d %v", resp.StatusCode, resp.Header)
+	}
+	if n := w.hits.Load(); n != 0 {
+		t.Errorf("the upstream received %d plain-HTTP requests", n)
+	}
+	w.icpt.mu.Lock()
+	if len(w.icpt.seen) != 0 {
+		t.Errorf("the interceptor put the key into %v", w.icpt.seen)
+	}
+	w.icpt.mu.Unlock()
+	refused := 0
+	for _, a := range w.reported() {
+		if a == (Access{Host: "api.test", Port: w.port, Reason: ReasonTLSRequired}) {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("reported %v: want one tls_required", w.reported())
 	}
 }

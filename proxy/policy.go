@@ -217,6 +217,12 @@ const (
 	// ReasonConnectionLimit: the run's connection cap was reached and every
 	// connection was busy (503).
 	ReasonConnectionLimit = events.ReasonConnectionLimit
+	// ReasonUnsupportedEncoding: an intercepted destination's answer came
+	// in a content encoding the interceptor cannot read (502).
+	ReasonUnsupportedEncoding = events.ReasonUnsupportedEncoding
+	// ReasonTLSRequired: plain HTTP to an intercepted destination that
+	// does not take it (403).
+	ReasonTLSRequired = events.ReasonTLSRequired
 )
 
 // Decision is the verdict on one destination.

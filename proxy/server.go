@@ -21,13 +21,35 @@ const ReasonHeader = "X-Agentrun-Deny-Reason"
 
 // Access is one proxy decision, reported once per (host, port, allowed,
 // reason): a destination refused for a full connection table and later
-// for its address is reported both times.
+// for its address is reported both times. Past MaxReported distinct
+// decisions of one kind (allowed, refused) the proxy reports the new ones
+// of that kind only in summaries (see Suppressed).
 type Access struct {
 	Host    string
 	Port    int
 	Allowed bool
 	Reason  string
+	// Suppressed is 0 for a decision reported on its own. On a summary it
+	// is how many decisions of this kind (this one, the latest, included)
+	// went unreported one by one since the previous summary of the kind:
+	// every connection or request counts, a repeated destination each
+	// time.
+	Suppressed int
 }
+
+// MaxReported bounds the distinct decisions of each kind (allowed,
+// refused) the proxy reports one by one and remembers: an agent's work
+// reaches a few dozen destinations, while one that tries hundreds of
+// thousands of names or ports (a scan, a flood) would otherwise grow the
+// runner's memory and the event stream without end (docs/events.md,
+// "network"). 1,024 entries of at most a 253-byte name stay well under
+// 1 MiB.
+const MaxReported = 1024
+
+// SummaryEvery spaces the summaries of decisions past MaxReported: one
+// per kind at most this often while they go on, and the rest when the
+// proxy closes, so a flood adds a few lines a minute to the stream.
+const SummaryEvery = 10 * time.Second
 
 // Server is the filter proxy.
 type Server struct {
@@ -60,7 +82,13 @@ type Server struct {
 	refusing  chan struct{} // a slot per connection being refused
 	mu        sync.Mutex    // serialises OnAccess calls
 	seen      map[Access]bool
+	reported  [2]int         // distinct decisions reported, by kind (refused, allowed)
+	summary   [2]suppression // decisions past MaxReported, by kind
 	closed    bool
+	// maxReported and summaryEvery replace MaxReported and SummaryEvery
+	// when set (tests).
+	maxReported  int
+	summaryEvery time.Duration
 
 	innerOnce    sync.Once
 	innerSrv     *innerServer
@@ -131,6 +159,16 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Close() error {
 	s.init()
 	s.mu.Lock()
+	if !s.closed {
+		// What is still counted goes out before the run's events end.
+		for k := range s.summary {
+			if t := s.summary[k].timer; t != nil {
+				t.Stop()
+				s.summary[k].timer = nil
+			}
+			s.flushSummary(k)
+		}
+	}
 	s.closed = true
 	s.mu.Unlock()
 	err := s.srv.Close()
@@ -145,13 +183,74 @@ func (s *Server) Close() error {
 	return err
 }
 
+// suppression counts the decisions of one kind that are not reported one
+// by one.
+type suppression struct {
+	count  int
+	latest Access
+	last   time.Time   // when the previous summary went out
+	timer  *time.Timer // the next summary, while one is due
+}
+
+func kind(a Access) int {
+	if a.Allowed {
+		return 1
+	}
+	return 0
+}
+
+// report hands a new decision to OnAccess: each distinct one once, up to
+// MaxReported of its kind; past that it is counted into the kind's next
+// summary, which goes out at once when none did for SummaryEvery (the
+// first one tells at once that single reports stopped), else when that
+// time is up or the proxy closes.
 func (s *Server) report(a Access) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.seen[a] {
 		return
 	}
-	s.seen[a] = true
+	k := kind(a)
+	if s.reported[k] < orInt(s.maxReported, MaxReported) {
+		s.seen[a] = true
+		s.reported[k]++
+		s.emit(a)
+		return
+	}
+	sp := &s.summary[k]
+	sp.count++
+	sp.latest = a
+	if sp.timer != nil {
+		return
+	}
+	wait := time.Until(sp.last.Add(orDuration(s.summaryEvery, SummaryEvery)))
+	if wait <= 0 {
+		s.flushSummary(k)
+		return
+	}
+	sp.timer = time.AfterFunc(wait, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sp.timer = nil
+		if !s.closed {
+			s.flushSummary(k)
+		}
+	})
+}
+
+// flushSummary reports the kind's pending summary; s.mu is held.
+func (s *Server) flushSummary(k int) {
+	sp := &s.summary[k]
+	if sp.count == 0 {
+		return
+	}
+	a := sp.latest
+	a.Suppressed = sp.count
+	sp.count, sp.last = 0, time.Now()
+	s.emit(a)
+}
+
+func (s *Server) emit(a Access) {
 	if s.OnAccess != nil {
 		s.OnAccess(a)
 	}
@@ -463,6 +562,10 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	intercepted := s.intercepted(host, port)
 	if intercepted {
+		if out.URL.Scheme != "https" && !s.Intercept.PlainHTTP(host, port) {
+			s.refusePlain(w, host, port)
+			return
+		}
 		if refusal := s.Intercept.Request(host, port, out); refusal != "" {
 			tooMany(w, refusal)
 			return
@@ -482,7 +585,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	defer resp.Body.Close()
 	if intercepted {
-		s.Intercept.Response(host, port, out, resp)
+		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
+			s.report(Access{Host: host, Port: port, Reason: ref.Reason})
+			w.Header().Set(ReasonHeader, ref.Reason)
+			http.Error(w, "agentrun proxy: "+ref.Detail, http.StatusBadGateway)
+			return
+		}
 	}
 	body := activity{resp.Body, &last}
 	stripHop(resp.Header)

@@ -69,12 +69,14 @@ type SubagentEnd struct {
 	Failed bool
 }
 
-// Network is one decision of the filter proxy.
+// Network is one decision of the filter proxy, or a summary of Suppressed
+// decisions (see events.NetworkAccess).
 type Network struct {
-	Host    string
-	Port    int
-	Allowed bool
-	Reason  string
+	Host       string
+	Port       int
+	Allowed    bool
+	Reason     string
+	Suppressed int
 }
 
 // Total is the runtime's own usage total for the whole run; the last one

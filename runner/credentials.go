@@ -2,7 +2,10 @@ package runner
 
 import (
 	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
 )
@@ -79,8 +83,9 @@ func prepareCreds(o Options, p *prepared) (*creds, error) {
 		}
 	}
 	c := &creds{set: set}
+	files := FilesFor(p.cwd)
 	if o.UpstreamCA != "" {
-		pem, err := os.ReadFile(o.UpstreamCA)
+		pem, err := readCertificates(files, o.UpstreamCA)
 		c.roots = x509.NewCertPool()
 		if err != nil || !c.roots.AppendCertsFromPEM(pem) {
 			return nil, reject("--upstream-ca %s: not a readable PEM bundle of certificates (%v); pass the CA of your model gateway", o.UpstreamCA, err)
@@ -88,14 +93,84 @@ func prepareCreds(o Options, p *prepared) (*creds, error) {
 	}
 	for _, kv := range p.env {
 		if kv[0] == "NODE_EXTRA_CA_CERTS" || kv[0] == "SSL_CERT_FILE" {
-			pem, err := os.ReadFile(kv[1])
-			if err != nil || !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			path := kv[1]
+			if !filepath.IsAbs(path) {
+				// Where the CLI, started in the workspace, would look.
+				path = filepath.Join(p.cwd, path)
+			}
+			pem, err := readCertificates(files, path)
+			if err != nil {
 				return nil, reject("%s=%s: not a readable PEM file of certificates (%v), which the CLI could not load either; fix the path or drop it", kv[0], kv[1], err)
 			}
-			c.userCAs = append(append(c.userCAs, pem...), '\n')
+			c.userCAs = append(c.userCAs, pem...)
 		}
 	}
 	return c, nil
+}
+
+// maxCAFile bounds a CA file the runner reads: a distribution's whole root
+// bundle is about 200 KiB, and a path an agent-written --env-file names
+// (/dev/zero, a huge file) must not make the runner read without end.
+const maxCAFile = 4 << 20
+
+// readCertificates returns the certificates of the PEM file at path, each
+// parsed as X.509 and encoded again, and nothing else of it. What it
+// returns goes into the bundle the agent reads, and the variable that named
+// the file may come from an --env-file in the workspace, which an earlier
+// run's agent could edit: a file holding a private key beside its
+// certificate (a server's combined PEM, readable only by the runner's user)
+// must yield the certificate alone (README, "Credentials"). Inside the
+// workspace no path component may be a symbolic link (package safefile);
+// only a regular file of at most maxCAFile bytes is read, and a file
+// without a certificate is an error.
+func readCertificates(files safefile.Guard, path string) ([]byte, error) {
+	// A FIFO or a device outside the workspace would block the open or
+	// never end; a regular file is checked before it is opened (what the
+	// agent wrote lies in the workspace, where safefile checks the open
+	// file itself).
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, safefile.ErrNotRegular)
+	}
+	f, err := files.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxCAFile {
+		return nil, fmt.Errorf("%s is larger than %d MiB", path, maxCAFile>>20)
+	}
+	return certificatesOf(raw)
+}
+
+// certificatesOf re-encodes the CERTIFICATE blocks of a PEM text that parse
+// as X.509; keys, other blocks, PEM headers and text between blocks are
+// left out.
+func certificatesOf(raw []byte) ([]byte, error) {
+	var out []byte
+	for {
+		var b *pem.Block
+		b, raw = pem.Decode(raw)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			continue
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})...)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no certificate in it")
+	}
+	return out, nil
 }
 
 // allowCredentialDest makes a credential destination an allowed one: a
@@ -146,8 +221,8 @@ func (c *creds) build(stateDir string, m *meter.Meter) error {
 	extra := append(append([]byte{}, ca.CertPEM()...), c.userCAs...)
 	bundle := append([]byte{}, c.userCAs...)
 	for _, p := range systemBundles {
-		if b, err := os.ReadFile(p); err == nil {
-			bundle = append(append(bundle, b...), '\n')
+		if b, err := readCertificates(safefile.Guard{}, p); err == nil {
+			bundle = append(bundle, b...)
 			break
 		}
 	}

@@ -22,6 +22,10 @@ func parseEnv(kv string) (string, string, error) {
 	return k, v, nil
 }
 
+// maxEnvFile bounds --env-file: a process's whole environment is limited
+// to a few MB by execve anyway.
+const maxEnvFile = 4 << 20
+
 // readEnvFile reads NAME=VALUE lines; blank lines and # comments are
 // skipped, an "export " prefix and matching outer quotes are allowed.
 func readEnvFile(files safefile.Guard, path string) ([][2]string, error) {
@@ -31,7 +35,7 @@ func readEnvFile(files safefile.Guard, path string) ([][2]string, error) {
 	}
 	defer f.Close()
 	var out [][2]string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(safefile.LimitReader(f, maxEnvFile))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())

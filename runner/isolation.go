@@ -1,13 +1,16 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -24,8 +27,8 @@ type SandboxOptions struct {
 	AllowHosts []string // --allow-host HOST[:PORT]
 	DenyRead   []string // --deny-read PATH, after the defaults
 	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
-	// WritableGit lets the agent write the workspace's .git (commit);
-	// by default it is read-only (see sandbox.ProtectedGit).
+	// WritableGit lets the agent write the workspace's repositories
+	// (commit); by default they are read-only (see sandbox.ProtectGit).
 	WritableGit bool
 	// MaxProcs bounds the agent's processes; 0 means DefaultMaxProcs.
 	MaxProcs int
@@ -45,7 +48,7 @@ type isolation struct {
 	resolver *proxy.HostResolver
 	denyRead []string
 	proc     sandbox.ProcMode
-	protect  []string // workspace paths bound read-only (its .git)
+	git      sandbox.GitProtection // workspace paths bound read-only (its repositories)
 	maxProcs int
 }
 
@@ -86,6 +89,9 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		iso.maxProcs = DefaultMaxProcs
 	}
 	homes := callerHomes()
+	if h := ownerHome(cwd); h != "" && !slices.Contains(homes, h) {
+		homes = append(homes, h)
+	}
 	iso.denyRead = sandbox.DefaultDenyRead(homes...)
 	for _, p := range o.DenyRead {
 		if !filepath.IsAbs(p) {
@@ -111,10 +117,33 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		}
 	}
 	if !o.WritableGit {
-		iso.protect = sandbox.ProtectedGit(cwd)
+		if iso.git, err = sandbox.ProtectGit(cwd); err != nil {
+			return nil, reject("%v", err)
+		}
 	}
 	return iso, nil
 }
+
+// prepareWorkspace readies the workspace cwd just before the sandbox
+// starts: the read-only placeholder .git when the search asked for one.
+// The returned function undoes it after the run.
+func (i *isolation) prepareWorkspace(cwd string) (func(), error) {
+	if !i.sandboxed() || !i.git.Placeholder {
+		return func() {}, nil
+	}
+	undo, err := sandbox.MakeGitPlaceholder(cwd)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		// Where this user cannot make it, neither can the agent, who
+		// writes as this user or with less.
+		i.git.Paths = slices.DeleteFunc(i.git.Paths, func(p string) bool { return p == ".git" })
+		return func() {}, nil
+	}
+	return undo, err
+}
+
+// GitSearchNote is the [note] of a workspace too large to search for
+// repositories in full (without node_modules).
+var GitSearchNote = fmt.Sprintf("the search for repositories in the working directory stopped after %d directories: a .git deeper in it is not read-only for the agent", sandbox.MaxGitSearchDirs)
 
 // sandboxed reports whether the agent runs in bubblewrap.
 func (i *isolation) sandboxed() bool { return i.mode == sandbox.Bubblewrap }
@@ -138,6 +167,9 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 		return []string{NoSandboxNote}
 	}
 	var out []string
+	if i.git.Partial {
+		out = append(out, GitSearchNote)
+	}
 	if sessionDir != "" {
 		abs, _ := filepath.Abs(sessionDir)
 		if abs == cwd || strings.HasPrefix(abs, cwd+"/") {
@@ -151,7 +183,7 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 // is bin, with the run's private state directory writable.
 func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
 	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-		DenyRead: i.denyRead, Protect: i.protect, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
+		DenyRead: i.denyRead, Protect: i.git.Paths, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
 		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
 	return cfg
@@ -284,14 +316,78 @@ func callerHomes() []string {
 	return out
 }
 
-// workspaceAllowed refuses workspaces that hand the agent the machine or
-// a home: the workspace is writable inside the sandbox, so "/" would make
-// everything writable and a home would let the agent append to ~/.bashrc.
+// systemTrees are the machine's own trees: a workspace there would let the
+// agent write programs and configuration that root runs or reads
+// (/usr/local/sbin, /etc/cron.d, /var/spool/cron), so neither they nor
+// anything below them may be the workspace. The shared scratch directories
+// /tmp, /var/tmp and /dev/shm may not be the workspace themselves (other
+// users' files), but a directory below them may; so may a project under
+// /root, which is not a system tree but root's home (refused itself as a
+// home), and a service's own project directories under /var/lib (a CI
+// server's, such as /var/lib/jenkins/workspace/JOB), except the package
+// managers' and the system's state there.
+var systemTrees = []string{"/etc", "/usr", "/var", "/opt", "/boot", "/bin", "/sbin", "/lib*", "/proc", "/sys", "/dev", "/run"}
+
+var scratchDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// varLibSystem are the directories under /var/lib that hold the system's
+// own state: programs and scripts root runs (dpkg's maintainer scripts),
+// its policy (polkit, sudo) or its units.
+var varLibSystem = []string{"dpkg", "apt", "rpm", "dnf", "yum", "systemd", "polkit-1", "sudo", "ucf", "pam", "dbus", "apparmor", "kubelet", "containerd", "docker"}
+
+// systemTree is the system tree that holds dir, or "".
+func systemTree(dir string) string {
+	for _, s := range scratchDirs {
+		if dir == s {
+			return s
+		}
+		if within(dir, s) {
+			return ""
+		}
+	}
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	if len(parts) >= 4 && parts[0] == "var" && parts[1] == "lib" && !slices.Contains(varLibSystem, parts[2]) {
+		// /var/lib/SERVICE/DIR/...: below a service's own directory
+		// (which is the service's home, refused as such when it is one).
+		return ""
+	}
+	first := parts[0]
+	for _, tree := range systemTrees {
+		if prefix, glob := strings.CutSuffix(tree, "*"); glob && strings.HasPrefix("/"+first, prefix) || "/"+first == tree {
+			return "/" + first
+		}
+	}
+	return ""
+}
+
+// ownerHome is the passwd home of the workspace's owner, or "": when root
+// works in another user's project (/home/alice/proj), alice's ~/.ssh is as
+// much a secret as root's own, and her home as little a workspace.
+func ownerHome(dir string) string {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)))
+	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
+		return ""
+	}
+	return filepath.Clean(u.HomeDir)
+}
+
+// workspaceAllowed refuses workspaces that hand the agent the machine, a
+// system tree or a home: the workspace is writable inside the sandbox, so
+// "/" would make everything writable, /usr/local/sbin a program root runs,
+// and a home would let the agent append to ~/.bashrc.
 func workspaceAllowed(cwd string, homes []string) error {
 	if cwd == "/" {
 		return reject("the working directory is /, which would make the whole machine writable for the agent: pass --cwd with a project directory")
 	}
-	for _, h := range homes {
+	if tree := systemTree(cwd); tree != "" {
+		return reject("the working directory %s is in %s, a directory of the system or shared by all users, which the agent would be able to change: pass --cwd with a project directory", cwd, tree)
+	}
+	// /root is root's home even where root's passwd entry says otherwise.
+	for _, h := range append(homes, "/root") {
 		if h == "/" {
 			continue
 		}

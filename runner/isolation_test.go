@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 func TestSandboxEnvIsMinimal(t *testing.T) {
 	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, "/work")
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestSandboxEnvIsMinimal(t *testing.T) {
 	if env := envMap(none.env("/h", nil, nil)); env["AGENTRUN_SECRET_OF_THE_RUNNER"] != "x" || env["HTTPS_PROXY"] != os.Getenv("HTTPS_PROXY") {
 		t.Errorf("--sandbox none keeps agentrun's own environment and sets no proxy")
 	}
-	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, "/work")
+	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, t.TempDir())
 	if env := envMap(off.env("/h", nil, nil)); env["HTTPS_PROXY"] != "" || env["NO_PROXY"] != "" {
 		t.Errorf("--network none sets no proxy variables: %v", env)
 	}
@@ -52,7 +53,7 @@ func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, "/work")
+			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,5 +126,42 @@ func TestVisibleUnderTmp(t *testing.T) {
 		if got := visibleUnderTmp(tt.bin); strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("visibleUnderTmp(%s) = %v, want %v", tt.bin, got, tt.want)
 		}
+	}
+}
+
+// A workspace in a checkout without a .git of its own gets a read-only
+// placeholder for the run, removed afterwards; where the caller cannot make
+// it (nor, then, the agent) the run goes on without it.
+func TestGitPlaceholder(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(filepath.Join(base, ".git"), 0o755)
+	ws := filepath.Join(base, "svc")
+	os.Mkdir(ws, 0o755)
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !iso.git.Placeholder || strings.Join(iso.git.Paths, ",") != ".git" {
+		t.Fatalf("git %+v", iso.git)
+	}
+	undo, err := iso.prepareWorkspace(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !st.IsDir() {
+		t.Errorf("no placeholder during the run: %v", err)
+	}
+	undo()
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+		t.Errorf("the placeholder stayed")
+	}
+	if os.Geteuid() == 0 {
+		return // root makes it anywhere
+	}
+	os.Chmod(ws, 0o555)
+	defer os.Chmod(ws, 0o755)
+	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
+	if _, err := iso.prepareWorkspace(ws); err != nil || len(iso.git.Paths) != 0 {
+		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
 	}
 }

@@ -6,14 +6,18 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 // Options is one `agentrun run`.
@@ -104,23 +108,34 @@ func prepare(o Options) (*prepared, error) {
 		return nil, err
 	}
 	p.runtime = rt
+	files := FilesFor(p.cwd)
 	for _, img := range o.Images {
-		if st, err := os.Stat(img); err != nil || st.IsDir() {
-			return nil, reject("--image %s: not a readable file; pass the path of a PNG, JPEG, GIF or WebP image", img)
+		f, err := files.Open(img)
+		if err != nil {
+			return nil, reject("--image %s: not a readable file (%v); pass the path of a PNG, JPEG, GIF or WebP image", img, errCause(err))
 		}
+		f.Close()
 	}
 	if o.Resume != "" && o.SessionDir == "" {
 		return nil, reject("--resume needs --session-dir: pass the directory the session was saved in")
 	}
+	if o.Resume != "" && !adapters.ValidSessionID(o.Resume) {
+		return nil, reject("--resume %q is not a session id (letters, digits, - and _): use an id from a previous end.session_id", o.Resume)
+	}
 	if o.SessionDir != "" {
-		if err := os.MkdirAll(o.SessionDir, 0o700); err != nil {
+		if err := files.MkdirAll(o.SessionDir, 0o700); err != nil {
 			return nil, reject("--session-dir %s: %v; pass a writable directory", o.SessionDir, err)
 		}
 	}
 	if o.Resume != "" {
-		if _, err := os.Stat(sessionFile(o.SessionDir, o.Runtime, o.Resume)); err != nil {
+		f, err := files.Open(sessionFile(o.SessionDir, o.Runtime, o.Resume))
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, reject("--resume %s: no %s session with that id in --session-dir %s; use an id from a previous end.session_id", o.Resume, o.Runtime, o.SessionDir)
 		}
+		if err != nil {
+			return nil, reject("--resume %s: %v", o.Resume, err)
+		}
+		f.Close()
 	}
 	if p.creds, err = prepareCreds(o, p); err != nil {
 		return nil, err
@@ -136,15 +151,30 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 	var err error
 	orig := cwd
 	if cwd == "" {
-		if cwd, err = os.Getwd(); err != nil {
+		// The kernel's name of the current directory, not $PWD (which
+		// keeps the links a shell went through): a caller who did not
+		// name a path is not refused for a link in it; the checks below
+		// still apply to where the directory really is.
+		if cwd, err = syscall.Getwd(); err != nil {
 			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
 		}
 	}
-	if cwd, err = resolveDir(cwd); err != nil {
+	given, err := filepath.Abs(cwd)
+	if err == nil {
+		cwd, err = filepath.EvalSymlinks(given)
+	}
+	if err != nil {
 		return nil, reject("--cwd %s: %v; pass an existing directory", orig, err)
 	}
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
+	}
+	if (so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap) && given != cwd {
+		// A link on the way may be one an agent planted in an earlier
+		// workspace (svc -> /usr/local/sbin): the directory handed to the
+		// agent is the one the caller named, not where a link leads.
+		link, target := firstLink(given)
+		return nil, reject("the working directory %s goes through the symbolic link %s (to %s), which the agent of an earlier run may have planted: pass --cwd with the real path %s", given, link, target, cwd)
 	}
 	iso, err := newIsolation(so, cwd)
 	if err != nil {
@@ -190,6 +220,20 @@ func (p *prepared) envNames() []string {
 	return names
 }
 
+// firstLink is the first component of the absolute path p that is a
+// symbolic link, and its target.
+func firstLink(p string) (string, string) {
+	cur := "/"
+	for _, c := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		cur = filepath.Join(cur, c)
+		if st, err := os.Lstat(cur); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(cur)
+			return cur, target
+		}
+	}
+	return p, "?"
+}
+
 func resolveDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -213,4 +257,14 @@ func FilesFor(cwd string) safefile.Guard {
 		return safefile.Guard{}
 	}
 	return safefile.Guard{Untrusted: []string{cwd}}
+}
+
+// errCause is the cause of a path error, without the path the message
+// already names.
+func errCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

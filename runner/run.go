@@ -43,7 +43,9 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.
-		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, summary.FromEnd(end, r.agg.Counters())); err != nil {
+		s := summary.FromEnd(end, r.agg.Counters())
+		s.Isolation = r.isolation()
+		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
 			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
 		}
 	}
@@ -85,6 +87,18 @@ type run struct {
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
 	meterMu  sync.Mutex   // orders the writes of --meter-file
+	// unavailable: the sandbox could not be built (end.detail says why).
+	unavailable bool
+}
+
+// isolation is the summary's account of how the agent ran; nil for a
+// request rejected before its sandbox was tried.
+func (r *run) isolation() *summary.Isolation {
+	if r.p == nil {
+		return nil
+	}
+	iso := r.p.iso
+	return &summary.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: r.unavailable}
 }
 
 // end finishes the stream early, before or instead of the runtime.
@@ -143,7 +157,7 @@ func (r *run) build() *events.End {
 		}
 	}
 	if c := r.p.creds; c != nil {
-		r.meter = &meter.Meter{OnCall: r.onMeteredCall}
+		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
 		if err := c.build(stateDir, r.meter); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
@@ -173,6 +187,12 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
+	undo, err := p.iso.prepareWorkspace(p.cwd)
+	if err != nil {
+		return r.end(events.StatusFailed, err.Error())
+	}
+	prev := r.cleanup
+	r.cleanup = func() { prev(); undo() }
 	home := filepath.Join(r.stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return r.end(events.StatusFailed, fmt.Sprintf("cannot create the agent's home: %v", err))
@@ -187,7 +207,7 @@ func (r *run) start() *events.End {
 		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
-			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason})
+			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
 		}
 	}
 	// The [note] lines and start come before anything the proxy reports:
@@ -198,7 +218,13 @@ func (r *run) start() *events.End {
 		defer r.pipe.mu.Unlock()
 		var sbErr errSandboxStart
 		if errors.As(err, &sbErr) {
+			r.unavailable = true
 			return r.end(events.StatusFailed, "the sandbox failed before the agent started: "+sbErr.Error())
+		}
+		if p.iso.sandboxed() {
+			// Preparing the sandbox failed (an idmapped mount, the deny
+			// list): the sandbox is as unavailable as when bwrap fails.
+			r.unavailable = true
 		}
 		return r.end(events.StatusFailed, err.Error())
 	}
@@ -273,7 +299,11 @@ func (r *run) finish() *events.End {
 		}
 	}
 	if o.SessionDir != "" && r.store != nil {
-		if id := r.agg.SessionID(); id != "" {
+		if id := r.agg.SessionID(); id != "" && !adapters.ValidSessionID(id) {
+			// The id comes from the CLI's output, which the agent can write
+			// into; such an id would name a path (the raw output keeps it).
+			r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _): the session is not saved", o.Runtime, id))
+		} else if id != "" {
 			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
 			if err != nil {
 				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
@@ -327,6 +357,22 @@ func (r *run) writeMeterFile() {
 		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens}
 	if err := live.WriteMeterFile(r.o.MeterFile, m); err != nil {
 		r.warn(fmt.Sprintf("--meter-file %s: %v", r.o.MeterFile, err))
+	}
+}
+
+// onUnmeteredCall: a model call's answer could not be metered (and was
+// refused). Its tokens are unknown, so a --max-tokens limit can no longer
+// be held: the meter fails closed, further model calls are refused and
+// the run ends with limit.
+func (r *run) onUnmeteredCall(why string) {
+	r.warn("a model call could not be metered and its answer was refused: " + why)
+	max := r.o.MaxTokens
+	if max <= 0 {
+		return
+	}
+	r.p.creds.intercept.Refuse(fmt.Sprintf("token_limit: --max-tokens %d cannot be held: a model call could not be metered", max))
+	if r.stop != nil {
+		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: %s", max, why))
 	}
 }
 

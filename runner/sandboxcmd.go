@@ -46,6 +46,14 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		return fail("%v", err)
 	}
 	p.iso.prepareHost()
+	if p.iso.git.Partial {
+		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", GitSearchNote)
+	}
+	undo, err := p.iso.prepareWorkspace(p.cwd)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer undo()
 	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
 	if err != nil {
 		return fail("%v", err)
@@ -65,7 +73,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 			if !a.Allowed {
 				reason = events.String(a.Reason)
 			}
-			e := &events.NetworkAccess{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: reason}
+			e := &events.NetworkAccess{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: reason, Suppressed: a.Suppressed}
 			events.Stamp(e, events.TypeNetwork, time.Now())
 			_ = w.Write(e)
 		}

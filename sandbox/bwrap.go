@@ -139,22 +139,6 @@ func DefaultDenyRead(homes ...string) []string {
 	return out
 }
 
-// ProtectedGit lists what of a workspace's repository is bound read-only
-// (relative to the workspace): its .git directory when it has one. A hook,
-// a config key (core.fsmonitor, core.sshCommand, a filter) or a redirect
-// (.git/commondir points git at another config) planted there runs code on
-// the host's next git command in the workspace; protecting only config and
-// hooks would leave commondir open. codex's own sandbox makes .git
-// read-only for the same reason. The agent can still read history, diff
-// and status; --writable-git lets it commit.
-func ProtectedGit(workspace string) []string {
-	st, err := os.Lstat(filepath.Join(workspace, ".git"))
-	if err != nil || !st.IsDir() {
-		return nil
-	}
-	return []string{".git"}
-}
-
 // Config is one sandbox.
 type Config struct {
 	Workspace string   // the writable working directory, absolute and resolved
@@ -162,7 +146,8 @@ type Config struct {
 	ReadOnly  []string // paths that must be visible even under /tmp (the CLI, its files)
 	DenyRead  []string // in order: defaults, then --deny-read
 	// Protect are paths inside the workspace bound read-only over
-	// themselves (the repository's .git, see ProtectedGit), relative to it.
+	// themselves (its repositories' git directories, see ProtectGit),
+	// relative to it.
 	Protect   []string
 	NoNetwork bool // --network none: no proxy inside at all
 	Proc      ProcMode

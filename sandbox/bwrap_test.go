@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,19 +91,109 @@ func TestDefaultDenyRead(t *testing.T) {
 	}
 }
 
-func TestProtectedGit(t *testing.T) {
+// TestProtectGit: what of the workspace's repositories is read-only. A
+// .git file is no safer than a .git directory: rewritten to point at a
+// directory of the agent's, it runs the agent's config on the host's next
+// git command.
+func TestProtectGit(t *testing.T) {
+	type tree map[string]string // path → "dir", "link:TARGET" or file content
+	tests := []struct {
+		name        string
+		parent      tree // around the workspace, which is "ws"
+		ws          tree
+		paths       []string
+		placeholder bool
+		err         string
+	}{
+		{name: "no repository", ws: tree{"src/main.go": "x"}},
+		{name: "repository", ws: tree{".git/HEAD": "ref", "src/a": "x"}, paths: []string{".git"}},
+		{name: "worktree pointing outside", parent: tree{"main/.git/worktrees/wt/HEAD": "ref"},
+			ws: tree{".git": "gitdir: ../main/.git/worktrees/wt\n"}, paths: []string{".git"}},
+		{name: "gitfile pointing inside", ws: tree{".git": "gitdir: store/gd\n", "store/gd/config": "x"}, paths: []string{".git", "store/gd"}},
+		{name: "gitfile pointing inside, absolute", ws: tree{".git": "gitdir: WS/store/gd\n", "store/gd/config": "x"}, paths: []string{".git", "store/gd"}},
+		{name: "gitfile pointing to a missing directory inside", ws: tree{".git": "gitdir: store/gd\n"}, err: "which does not exist"},
+		{name: "gitfile pointing through a link inside", ws: tree{".git": "gitdir: l/gd\n", "l": "link:store", "store/gd/HEAD": "x"}, err: "through a symbolic link"},
+		{name: "gitfile pointing to a file inside", ws: tree{".git": "gitdir: notes\n", "notes": "x"}, paths: []string{".git", "notes"}},
+		{name: "submodule", ws: tree{".git/modules/sub/HEAD": "x", ".gitmodules": "x", "sub/.git": "gitdir: ../.git/modules/sub\n"},
+			paths: []string{".git", "sub/.git"}},
+		{name: "nested repository", ws: tree{"a/b/c/.git/HEAD": "x", "a/b/other/.git": "gitdir: ../c/.git\n"},
+			paths: []string{"a/b/c/.git", "a/b/other/.git"}},
+		{name: "commondir inside", ws: tree{".git/commondir": "../common\n", ".git/HEAD": "x", "common/config": "x"},
+			paths: []string{".git", "common"}},
+		{name: "node_modules not searched", ws: tree{"node_modules/pkg/.git/HEAD": "x"}},
+		{name: ".git a link", ws: tree{".git": "link:/srv/repo/.git"}, err: "is a symbolic link"},
+		{name: "deeper .git a link inside", ws: tree{"sub/.git": "link:../store", "store/HEAD": "x"}, paths: []string{"store"}},
+		{name: "subdirectory of a repository", parent: tree{".git/HEAD": "x"}, placeholder: true, paths: []string{".git"}},
+		{name: "subdirectory of a worktree", parent: tree{".git": "gitdir: /elsewhere\n"}, ws: tree{"a": "x"}, placeholder: true, paths: []string{".git"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			os.Mkdir(ws, 0o755)
+			for root, tr := range map[string]tree{base: tt.parent, ws: tt.ws} {
+				for rel, content := range tr {
+					p := filepath.Join(root, rel)
+					os.MkdirAll(filepath.Dir(p), 0o755)
+					content = strings.ReplaceAll(content, "WS", ws)
+					switch {
+					case content == "dir":
+						os.MkdirAll(p, 0o755)
+					case strings.HasPrefix(content, "link:"):
+						os.Symlink(strings.TrimPrefix(content, "link:"), p)
+					default:
+						os.WriteFile(p, []byte(content), 0o644)
+					}
+				}
+			}
+			got, err := ProtectGit(ws)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || got.Placeholder != tt.placeholder || got.Partial {
+				t.Errorf("ProtectGit = %+v, want paths %v placeholder %v", got, tt.paths, tt.placeholder)
+			}
+		})
+	}
+}
+
+func TestProtectGitSearchIsBounded(t *testing.T) {
 	ws := t.TempDir()
-	if got := ProtectedGit(ws); got != nil {
-		t.Errorf("no repository, nothing to protect: %v", got)
+	for i := 0; i < 30; i++ {
+		os.MkdirAll(filepath.Join(ws, fmt.Sprintf("d%02d", i), "deeper"), 0o755)
 	}
-	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
-	if got := ProtectedGit(ws); got != nil {
-		t.Errorf("a .git file (a worktree's) points outside and is read-only with the rest: %v", got)
+	os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755)
+	got, err := findGit(ws, 10)
+	if err != nil || !got.Partial || strings.Join(got.Paths, ",") != "d00/.git" {
+		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and Partial", got, err)
 	}
-	os.Remove(filepath.Join(ws, ".git"))
-	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
-	if got := ProtectedGit(ws); len(got) != 1 || got[0] != ".git" {
-		t.Errorf("ProtectedGit = %v", got)
+}
+
+func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
+	ws := t.TempDir()
+	undo, err := MakeGitPlaceholder(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo()
+	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
+		t.Errorf("the empty placeholder was left")
+	}
+	undo, _ = MakeGitPlaceholder(ws)
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("x"), 0o644)
+	undo()
+	if _, err := os.Stat(filepath.Join(ws, ".git", "HEAD")); err != nil {
+		t.Errorf("a placeholder that is no longer empty must stay: %v", err)
+	}
+	if _, err := MakeGitPlaceholder(ws); err == nil {
+		t.Errorf("an existing .git is never taken for a placeholder")
 	}
 }
 
@@ -150,5 +241,33 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 	}
 	if _, err := os.Stat(far); err == nil {
 		t.Errorf("a placeholder was made for a path the agent cannot reach")
+	}
+}
+
+// TestAdvice: each way bubblewrap fails to start, as bwrap 0.8 words it,
+// gets its cause and the fix that applies.
+func TestAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		stderr string
+		want   []string
+	}{
+		{"bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.",
+			[]string{"seccomp profile", "agentrun/bwrap.json", "sandboxProfiles"}},
+		{"bwrap: Creating new namespace failed: No space left on device", []string{"user.max_user_namespaces"}},
+		{"bwrap: setting up uid map: Permission denied", []string{"AppArmor", "agentrun-bwrap", "apparmor_restrict_unprivileged_userns"}},
+		{"bwrap: Failed to make / slave: Permission denied", []string{"sandboxProfiles.appArmor.enabled"}},
+		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", []string{"cannot mount /proc"}},
+		{"bwrap: Can't mkdir /tmp/x: File exists", []string{"mount point"}},
+		{"", []string{"no message", "agentrun/bwrap.json"}},
+	} {
+		got := Advice(tc.stderr)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Advice(%q) = %q: lacks %q", tc.stderr, got, w)
+			}
+		}
+		if tc.stderr != "" && !strings.Contains(got, tc.stderr) {
+			t.Errorf("Advice(%q) drops bubblewrap's own words: %q", tc.stderr, got)
+		}
 	}
 }

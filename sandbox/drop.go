@@ -49,11 +49,20 @@ const AgentUID = 1000
 // hostIDBase+hostIDSpan): far above the ranges distributions hand to users
 // (1000–60000) and to rootless containers (/etc/subuid usually starts at
 // 100000 with 65536 ids per user), so that it owns no file and shares no
-// process with anything on the host, and two runs do not share one.
+// process with anything on the host, and two runs do not share one. A pick
+// is also checked against what the host uses (pickHostID): the ids of
+// /etc/passwd and /etc/group, the ranges of /etc/subuid and /etc/subgid,
+// and the ids of every running process (a concurrent run's agent
+// included). Files are not searched for an owner: that would mean reading
+// every file system, and nothing hands out ids this high.
 const (
 	hostIDBase = 1 << 30
 	hostIDSpan = 1 << 28
 )
+
+// hostIDPicks bounds the draws: with ids this sparse a used one is drawn
+// about never, and an id space where 64 draws all hit is no place to run.
+const hostIDPicks = 64
 
 // dropped is what a root caller's sandbox holds on the host side.
 type dropped struct {
@@ -61,6 +70,7 @@ type dropped struct {
 	userns  *os.File // 0→0 for bubblewrap's set-up, AgentUID→hostUID for the agent
 	hostDir string   // runner-private; the idmapped workspace is attached here
 	ws      string   // hostDir/ws, the bind source of the workspace
+	mounted bool     // the workspace is attached at ws
 	passwd  []byte
 	group   []byte
 	masks   []string
@@ -72,12 +82,15 @@ func needsDrop() bool { return os.Geteuid() == 0 }
 // newDropped prepares a root caller's sandbox for cfg. holder starts the
 // init in hold mode (see holdFlag).
 func newDropped(cfg Config, holder []string) (d *dropped, err error) {
-	d = &dropped{hostUID: randomHostID()}
+	d = &dropped{}
 	defer func() {
 		if err != nil {
 			d.close()
 		}
 	}()
+	if d.hostUID, err = pickHostID(randomHostID, hostIDsInUse(hostFiles)); err != nil {
+		return d, err
+	}
 	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: d.hostUID, Size: 1}}
 	if d.userns, err = newUserNS(holder, ids, ids); err != nil {
 		return d, fmt.Errorf("cannot create the agent's user namespace: %w", err)
@@ -93,6 +106,7 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
 			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
 	}
+	d.mounted = true
 	for _, p := range cfg.Writable {
 		if err := chownTree(p, d.hostUID); err != nil {
 			return d, fmt.Errorf("cannot give %s to the agent's user: %w", p, err)
@@ -111,22 +125,34 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 
 // release detaches what the host side no longer needs once bubblewrap has
 // set the sandbox up: the sandbox holds its own copy of the workspace mount.
+// ws is the user's workspace until the unmount succeeded: the directories
+// are removed one by one (rmdir), never recursively, and not at all when
+// the unmount failed, so that nothing of the workspace can be removed.
 func (d *dropped) release() {
 	if d == nil {
 		return
-	}
-	if d.ws != "" {
-		_ = unix.Unmount(d.ws, unix.MNT_DETACH)
-	}
-	if d.hostDir != "" {
-		_ = os.RemoveAll(d.hostDir)
-		d.hostDir, d.ws = "", ""
 	}
 	if d.userns != nil {
 		d.userns.Close()
 		d.userns = nil
 	}
+	if d.mounted {
+		if err := unmount(d.ws, unix.MNT_DETACH); err != nil {
+			d.ws, d.hostDir = "", "" // an empty private directory left behind
+			return
+		}
+		d.mounted = false
+	}
+	for _, dir := range []string{d.ws, d.hostDir} {
+		if dir != "" {
+			_ = os.Remove(dir)
+		}
+	}
+	d.ws, d.hostDir = "", ""
 }
+
+// unmount is unix.Unmount (a test makes it fail).
+var unmount = unix.Unmount
 
 func (d *dropped) close() { d.release() }
 
@@ -134,6 +160,96 @@ func randomHostID() int {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hostIDBase + int(binary.LittleEndian.Uint32(b[:])%hostIDSpan)
+}
+
+// pickHostID draws ids until one is not in use.
+func pickHostID(draw func() int, inUse func(int) bool) (int, error) {
+	for range hostIDPicks {
+		if id := draw(); !inUse(id) {
+			return id, nil
+		}
+	}
+	return 0, fmt.Errorf("found no unused uid for the agent in %d draws between %d and %d", hostIDPicks, hostIDBase, hostIDBase+hostIDSpan)
+}
+
+// hostSources are where the host's ids are read.
+type hostSources struct {
+	passwd, group, subuid, subgid, proc string
+}
+
+var hostFiles = hostSources{"/etc/passwd", "/etc/group", "/etc/subuid", "/etc/subgid", "/proc"}
+
+// hostIDsInUse reads the ids the host uses (see hostIDBase) and reports
+// whether an id is one of them, as a uid or a gid (the agent's host id is
+// both).
+func hostIDsInUse(src hostSources) func(int) bool {
+	ids := map[int]bool{}
+	var ranges [][2]int // [start, end)
+	for _, f := range []struct {
+		path  string
+		field int
+	}{{src.passwd, 2}, {src.passwd, 3}, {src.group, 2}} {
+		forFields(f.path, func(fields []string) {
+			if len(fields) > f.field {
+				if id, err := strconv.Atoi(fields[f.field]); err == nil {
+					ids[id] = true
+				}
+			}
+		})
+	}
+	for _, path := range []string{src.subuid, src.subgid} {
+		forFields(path, func(fields []string) {
+			if len(fields) == 3 {
+				start, err1 := strconv.Atoi(fields[1])
+				n, err2 := strconv.Atoi(fields[2])
+				if err1 == nil && err2 == nil {
+					ranges = append(ranges, [2]int{start, start + n})
+				}
+			}
+		})
+	}
+	statuses, _ := filepath.Glob(filepath.Join(src.proc, "[0-9]*", "status"))
+	for _, p := range statuses {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 1 && (f[0] == "Uid:" || f[0] == "Gid:") {
+				for _, v := range f[1:] {
+					if id, err := strconv.Atoi(v); err == nil {
+						ids[id] = true
+					}
+				}
+			}
+		}
+	}
+	return func(id int) bool {
+		if ids[id] {
+			return true
+		}
+		for _, r := range ranges {
+			if id >= r[0] && id < r[1] {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// forFields calls f with the colon-separated fields of each line of path
+// (a missing file has none).
+func forFields(path string, f func([]string)) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			f(strings.Split(line, ":"))
+		}
+	}
 }
 
 // newUserNS returns a handle on a new user namespace with these id maps,

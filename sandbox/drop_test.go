@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,5 +102,81 @@ func TestInitArgs(t *testing.T) {
 	}
 	if got := (InitOptions{UID: -1, GID: -1}).args(); len(got) != 0 {
 		t.Errorf("no drop, no flags: %v", got)
+	}
+}
+
+// TestReleaseNeverRemovesTheWorkspace: the idmapped workspace is attached
+// at hostDir/ws. When the unmount fails, or the directory is somehow still
+// full, release must leave it: a recursive removal there would delete the
+// user's workspace.
+func TestReleaseNeverRemovesTheWorkspace(t *testing.T) {
+	defer func(u func(string, int) error) { unmount = u }(unmount)
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{{"unmount fails", syscall.EINVAL}, {"unmount succeeds, yet files are there", nil}} {
+		t.Run(tt.name, func(t *testing.T) {
+			host := t.TempDir()
+			ws := filepath.Join(host, "ws")
+			// What the mounted workspace shows: the user's files.
+			os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+			os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main"), 0o644)
+			unmount = func(string, int) error { return tt.err }
+			d := &dropped{hostDir: host, ws: ws, mounted: true}
+			d.release()
+			if _, err := os.Stat(filepath.Join(ws, "src", "main.go")); err != nil {
+				t.Errorf("the workspace's file is gone: %v", err)
+			}
+		})
+	}
+	// The normal case: both empty directories go.
+	host := t.TempDir()
+	ws := filepath.Join(host, "ws")
+	os.Mkdir(ws, 0o700)
+	unmount = func(string, int) error { return nil }
+	(&dropped{hostDir: host, ws: ws, mounted: true}).release()
+	if _, err := os.Stat(host); err == nil {
+		t.Errorf("the empty host directory stays")
+	}
+}
+
+// TestPickHostIDAvoidsUsedIDs: the agent's host uid must not be one the
+// host uses: a user's (its files, its processes), a subordinate range of
+// rootless containers, or a running process's (another run's agent).
+func TestPickHostIDAvoidsUsedIDs(t *testing.T) {
+	dir := t.TempDir()
+	const user, group, sub, proc, free = hostIDBase + 1, hostIDBase + 2, hostIDBase + 100, hostIDBase + 5000, hostIDBase + 9
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o644)
+		return p
+	}
+	src := hostSources{
+		passwd: write("passwd", fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nbig:x:%d:0::/home/big:/bin/sh\n", user)),
+		group:  write("group", fmt.Sprintf("root:x:0:\nbig:x:%d:\n", group)),
+		subuid: write("subuid", fmt.Sprintf("alice:%d:65536\n", hostIDBase+50)),
+		subgid: write("subgid", "# none\n"),
+		proc:   filepath.Join(dir, "proc"),
+	}
+	write("proc/4242/status", fmt.Sprintf("Name:\tsleep\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n", proc, proc, proc, proc))
+	inUse := hostIDsInUse(src)
+	for _, id := range []int{user, group, sub, proc} {
+		if !inUse(id) {
+			t.Errorf("%d is in use", id)
+		}
+	}
+	draws := []int{user, group, sub, proc, free}
+	got, err := pickHostID(func() int { id := draws[0]; draws = draws[1:]; return id }, inUse)
+	if err != nil || got != free {
+		t.Errorf("pickHostID = %d, %v; want %d", got, err, free)
+	}
+	if _, err := pickHostID(func() int { return user }, inUse); err == nil {
+		t.Errorf("an id space without a free id must fail")
+	}
+	// The real host: whatever is drawn is free there.
+	id, err := pickHostID(randomHostID, hostIDsInUse(hostFiles))
+	if err != nil || hostIDsInUse(hostFiles)(id) {
+		t.Errorf("pickHostID on this host = %d, %v", id, err)
 	}
 }

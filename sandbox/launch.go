@@ -243,7 +243,8 @@ func ProcMountFailed(bwrapStderr string) bool {
 	return strings.Contains(bwrapStderr, "mount proc") || strings.Contains(bwrapStderr, "on /newroot/proc")
 }
 
-// Advice turns bubblewrap's start-up error into the cause and the fix.
+// Advice turns bubblewrap's start-up error into the cause and the fix
+// (README.md, "Pod Security" for Pods).
 func Advice(bwrapStderr string) string {
 	msg := bwrapStderr
 	if msg == "" {
@@ -252,16 +253,30 @@ func Advice(bwrapStderr string) string {
 	switch {
 	case ProcMountFailed(msg):
 		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
-			"In a Pod use seccompProfile Unconfined (or a Localhost profile allowing mount) and procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+			"In a Pod the container runtime masks /proc; use procMount Unmasked where the node supports it; or pass --sandbox none", msg)
 	case strings.Contains(msg, "Can't mkdir") || strings.Contains(msg, "Can't create file"):
 		return fmt.Sprintf("bubblewrap could not prepare a mount point (%s): a deny-read path or the workspace changed while the sandbox started; try again", msg)
 	case strings.Contains(msg, "execvp"):
 		return fmt.Sprintf("bubblewrap started but could not run the agent's helper (%s): "+
 			"the agentrun binary or the command must be readable inside the sandbox", msg)
+	case strings.Contains(msg, "No space left on device"):
+		return fmt.Sprintf("user namespaces are disabled on this machine (%s): set the sysctl user.max_user_namespaces above 0 "+
+			"(on every node that runs agents); or pass --sandbox none", msg)
+	case strings.Contains(msg, "No permissions to creat") || strings.Contains(msg, "Operation not permitted"):
+		return fmt.Sprintf("bubblewrap may not create its namespaces (%s). In a Pod the seccomp profile refuses them: "+
+			"the agent container needs agentrun's Localhost profile agentrun/bwrap.json, which the chart installs on the nodes "+
+			"(sandboxProfiles) and the manager sets (RuntimeDefault refuses namespaces); it must run as non-root with "+
+			"allowPrivilegeEscalation false and all capabilities dropped. Outside a container, unprivileged user namespaces "+
+			"must be allowed (kernel.unprivileged_userns_clone=1 on older Debian kernels); as root bwrap also needs CAP_SETFCAP. "+
+			"Or pass --sandbox none", msg)
+	case strings.Contains(msg, "Permission denied"):
+		return fmt.Sprintf("a security module denied bubblewrap's user namespace or mounts (%s). On AppArmor nodes the container "+
+			"runtime's default AppArmor profile forbids them, and Ubuntu 24.04 and later restrict unprivileged user namespaces: "+
+			"use agentrun's AppArmor profile agentrun-bwrap (chart value sandboxProfiles.appArmor.enabled), or on a host "+
+			"set kernel.apparmor_restrict_unprivileged_userns=0; or pass --sandbox none", msg)
 	}
-	return fmt.Sprintf("bubblewrap cannot create its namespaces (%s). "+
-		"In a Pod set securityContext.seccompProfile.type: Unconfined (RuntimeDefault forbids unshare and mount; a Localhost profile "+
-		"allowing clone, unshare, mount, umount2, pivot_root and setns also works) and AppArmor Unconfined, run as non-root with "+
-		"allowPrivilegeEscalation: false and all capabilities dropped; as root outside a container bwrap needs CAP_SETFCAP; "+
-		"Ubuntu 24.04 nodes also need kernel.apparmor_restrict_unprivileged_userns=0. Or pass --sandbox none", msg)
+	return fmt.Sprintf("bubblewrap cannot create its sandbox (%s). In a Pod the agent container needs agentrun's seccomp "+
+		"profile agentrun/bwrap.json (and on AppArmor nodes its AppArmor profile agentrun-bwrap), which the chart installs "+
+		"(sandboxProfiles), non-root, allowPrivilegeEscalation false and all capabilities dropped; outside a container, "+
+		"unprivileged user namespaces must be allowed. Or pass --sandbox none", msg)
 }

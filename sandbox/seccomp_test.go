@@ -24,6 +24,8 @@ func run(t *testing.T, prog []byte, arch, nr uint32, args ...uint64) uint32 {
 		switch code {
 		case bpfLdWAbs:
 			acc = binary.LittleEndian.Uint32(data[k:])
+		case bpfAndK:
+			acc &= k
 		case bpfJeqK, bpfJsetK:
 			hit := acc == k
 			if code == bpfJsetK {
@@ -50,6 +52,7 @@ func TestFilterVerdicts(t *testing.T) {
 		afUnix, afVsock, afAlg, afPacket = 1, 40, 38, 17
 		netlinkUevent                    = 15
 		cloneThread                      = 0x00010000 | 0x00000100 // CLONE_THREAD|CLONE_VM
+		atFDCWD                          = 0xffffff9c              // -100 as the kernel's int
 	)
 	for name, a := range abis {
 		prog, err := filterFor(a).assemble()
@@ -81,6 +84,50 @@ func TestFilterVerdicts(t *testing.T) {
 			{"clone thread", a.clone, []uint64{cloneThread}, retAllow},
 			{"clone3", a.clone3, nil, errno(syscall.ENOSYS)},
 			{"read", 0, nil, retAllow},
+			// Finding 6: a datagram pair reaches host datagram sockets.
+			{"socketpair unix stream", a.socketpair, []uint64{afUnix, syscall.SOCK_STREAM | syscall.SOCK_CLOEXEC, 0}, retAllow},
+			{"socketpair unix seqpacket", a.socketpair, []uint64{afUnix, syscall.SOCK_SEQPACKET | syscall.SOCK_NONBLOCK, 0}, retAllow},
+			{"socketpair unix dgram", a.socketpair, []uint64{afUnix, syscall.SOCK_DGRAM, 0}, errno(syscall.ESOCKTNOSUPPORT)},
+			{"socketpair unix dgram cloexec", a.socketpair, []uint64{afUnix, syscall.SOCK_DGRAM | syscall.SOCK_CLOEXEC, 0}, errno(syscall.ESOCKTNOSUPPORT)},
+			{"socketpair unix raw", a.socketpair, []uint64{afUnix, syscall.SOCK_RAW, 0}, errno(syscall.ESOCKTNOSUPPORT)},
+			{"socketpair tipc", a.socketpair, []uint64{30, syscall.SOCK_STREAM, 0}, errno(syscall.EAFNOSUPPORT)},
+			// Finding 12.
+			{"bpf", a.bpf, nil, errno(syscall.EPERM)},
+			{"perf_event_open", a.perfEventOpen, nil, errno(syscall.EPERM)},
+			// Finding 3: no setuid or setgid bits.
+			{"fchmod 0755", a.fchmod, []uint64{3, 0o755}, retAllow},
+			{"fchmod 4755", a.fchmod, []uint64{3, 0o4755}, errno(syscall.EPERM)},
+			{"fchmod 2755", a.fchmod, []uint64{3, 0o2755}, errno(syscall.EPERM)},
+			{"fchmod 1777 (sticky)", a.fchmod, []uint64{3, 0o1777}, retAllow},
+			{"fchmod 4755 high bits set", a.fchmod, []uint64{3, 0xffffffff00000000 | 0o4755}, errno(syscall.EPERM)},
+			{"fchmodat 0644", a.fchmodat, []uint64{atFDCWD, 0, 0o644}, retAllow},
+			{"fchmodat 6755", a.fchmodat, []uint64{atFDCWD, 0, 0o6755}, errno(syscall.EPERM)},
+			{"fchmodat2 4700", a.fchmodat2, []uint64{atFDCWD, 0, 0o4700, 0}, errno(syscall.EPERM)},
+			{"fchmodat2 0700", a.fchmodat2, []uint64{atFDCWD, 0, 0o700, 0}, retAllow},
+			{"openat read, garbage mode", a.openat, []uint64{atFDCWD, 0, syscall.O_RDONLY, 0o4755}, retAllow},
+			{"openat create 0644", a.openat, []uint64{atFDCWD, 0, syscall.O_WRONLY | syscall.O_CREAT | syscall.O_TRUNC, 0o644}, retAllow},
+			{"openat create 4755", a.openat, []uint64{atFDCWD, 0, syscall.O_WRONLY | syscall.O_CREAT, 0o4755}, errno(syscall.EPERM)},
+			{"openat tmpfile 2755", a.openat, []uint64{atFDCWD, 0, oTmpfile | syscall.O_RDWR, 0o2755}, errno(syscall.EPERM)},
+			{"mknodat regular 4755", a.mknodat, []uint64{atFDCWD, 0, syscall.S_IFREG | 0o4755, 0}, errno(syscall.EPERM)},
+			{"mknodat fifo 0644", a.mknodat, []uint64{atFDCWD, 0, syscall.S_IFIFO | 0o644, 0}, retAllow},
+			{"openat2", a.openat2, nil, errno(syscall.ENOSYS)},
+		}
+		if a.chmod != none {
+			tests = append(tests, []struct {
+				name string
+				nr   uint32
+				args []uint64
+				want uint32
+			}{
+				{"chmod 0755", a.chmod, []uint64{0, 0o755}, retAllow},
+				{"chmod 4755", a.chmod, []uint64{0, 0o4755}, errno(syscall.EPERM)},
+				{"creat 0644", a.creat, []uint64{0, 0o644}, retAllow},
+				{"creat 6755", a.creat, []uint64{0, 0o6755}, errno(syscall.EPERM)},
+				{"mknod regular 2755", a.mknod, []uint64{0, syscall.S_IFREG | 0o2755, 0}, errno(syscall.EPERM)},
+				{"open read, garbage mode", a.open, []uint64{0, syscall.O_RDONLY, 0o4755}, retAllow},
+				{"open create 0600", a.open, []uint64{0, syscall.O_CREAT | syscall.O_EXCL, 0o600}, retAllow},
+				{"open create 4755", a.open, []uint64{0, syscall.O_CREAT | syscall.O_WRONLY, 0o4755}, errno(syscall.EPERM)},
+			}...)
 		}
 		for _, tt := range tests {
 			if got := run(t, prog, a.arch, tt.nr, tt.args...); got != tt.want {

@@ -68,12 +68,28 @@ type Summary struct {
 	// ResultBytes is the length in bytes of the whole result, cut or not.
 	ResultBytes int `json:"result_bytes"`
 
+	// Isolation is how the agent was isolated; nil when the run ended
+	// before its sandbox was tried (a rejected request).
+	Isolation *Isolation `json:"isolation,omitempty"`
+
 	// The cut marks: the field holds a prefix (a subset for by_model) of
 	// the end event's value.
 	ResultCut    bool `json:"result_cut,omitempty"`
 	DetailCut    bool `json:"detail_cut,omitempty"`
 	ByModelCut   bool `json:"by_model_cut,omitempty"`
 	SessionIDCut bool `json:"session_id_cut,omitempty"`
+}
+
+// Isolation is how the agent ran: start.sandbox and start.network, or why
+// the sandbox could not be built on this node.
+type Isolation struct {
+	Sandbox         string `json:"sandbox"`
+	NetworkMode     string `json:"network_mode"`
+	NetworkEnforced bool   `json:"network_enforced"`
+	// Unavailable: the sandbox could not be built on this node, so the
+	// run failed before the agent started; the summary's detail says why
+	// and how to fix it.
+	Unavailable bool `json:"unavailable,omitempty"`
 }
 
 // FromEnd builds the whole (uncut) summary of an end event and the

@@ -131,7 +131,7 @@ func userMessage(files safefile.Guard, prompt string, images []string) ([]byte, 
 	if len(images) > 0 {
 		blocks := make([]map[string]any, 0, len(images)+1)
 		for _, p := range images {
-			data, err := files.ReadFile(p)
+			data, err := files.ReadFile(p, adapters.MaxImageBytes)
 			if err != nil {
 				return nil, fmt.Errorf("--image %s: %w", p, err)
 			}

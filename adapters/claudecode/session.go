@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 // claude-code keeps each session as CLAUDE_CONFIG_DIR/projects/<cwd with
@@ -27,17 +27,32 @@ func projectDir(spec adapters.LaunchSpec) string {
 	return filepath.Join(spec.StateDir, "claude", "projects", name)
 }
 
+// errSessionID refuses an id that is no plain id (see adapters.ValidSessionID).
+func errSessionID(id string) error {
+	return fmt.Errorf("the session id %q is not a plain id (letters, digits, - and _)", id)
+}
+
 // SaveSession copies the transcript of session id to file. The state
-// directory is the agent's: the transcript is read without following links
-// (it could point at a host file), and written beside file first.
+// directory is the agent's, and so is the id (it comes from the CLI's
+// output): only a plain id is used, the candidates are files directly in a
+// project folder of the state directory, read without following links (the
+// transcript could point at a host file) and only when regular and within
+// adapters.MaxSessionBytes, and written beside file first.
 func (a *Adapter) SaveSession(spec adapters.LaunchSpec, id, file string) (bool, error) {
+	if !adapters.ValidSessionID(id) {
+		return false, errSessionID(id)
+	}
 	files := spec.Files()
 	candidates := []string{filepath.Join(projectDir(spec), id+".jsonl")}
 	// Should claude-code name the folder differently (very long paths are
 	// shortened), any project folder may hold it.
 	projects := filepath.Join(spec.StateDir, "claude", "projects")
-	if entries, err := os.ReadDir(projects); err == nil {
-		for _, e := range entries {
+	entries, err := files.ReadDir(projects)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
 			candidates = append(candidates, filepath.Join(projects, e.Name(), id+".jsonl"))
 		}
 	}
@@ -50,22 +65,23 @@ func (a *Adapter) SaveSession(spec adapters.LaunchSpec, id, file string) (bool, 
 			return false, err
 		}
 		defer in.Close()
-		return true, files.WriteFile(file, in, 0o600)
+		if st, err := in.Stat(); err == nil && st.Size() > adapters.MaxSessionBytes {
+			return false, fmt.Errorf("%s: %w", src, safefile.ErrTooLarge)
+		}
+		return true, files.WriteFile(file, safefile.LimitReader(in, adapters.MaxSessionBytes), 0o600)
 	}
 	return false, nil
 }
 
 // RestoreSession puts a saved transcript where claude-code --resume looks.
 func (a *Adapter) RestoreSession(spec adapters.LaunchSpec, file string) error {
-	files := spec.Files()
 	id := strings.TrimSuffix(filepath.Base(file), ".jsonl")
-	in, err := files.Open(file)
+	if !adapters.ValidSessionID(id) {
+		return errSessionID(id)
+	}
+	err := spec.Files().Copy(filepath.Join(projectDir(spec), id+".jsonl"), file, adapters.MaxSessionBytes, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no session file %s", file)
 	}
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return files.WriteFile(filepath.Join(projectDir(spec), id+".jsonl"), in, 0o600)
+	return err
 }

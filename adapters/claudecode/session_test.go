@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
@@ -113,6 +115,84 @@ func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
 		}
 		if b, err := os.ReadFile(filepath.Join(projectDir(spec), "abc.jsonl")); err == nil {
 			t.Errorf("a linked file reached the agent's state: %q", b)
+		}
+	})
+}
+
+// The session id comes from the CLI's output, which a tool of the agent can
+// write into: an id that is a path (with the link the agent planted at its
+// end) would copy any file the runner can read, its own environment with
+// the real credential included, into --session-dir, and --resume would hand
+// it to the next agent.
+func TestSessionIDsThatAreNoPlainIDsAreRefused(t *testing.T) {
+	spec, sessions, secret := sessionFixture(t)
+	// The attack of the review: a link in the workspace, named by an id
+	// that climbs out of the state directory and back in through /proc.
+	os.Symlink(secret, filepath.Join(spec.Cwd, "env.jsonl"))
+	a := &Adapter{}
+	for _, id := range []string{
+		"../../../../../../../../proc/self/root" + spec.Cwd + "/env",
+		"../../../../" + strings.TrimSuffix(secret, "/id_rsa") + "/id_rsa",
+		"..", "a/b", "", "-rf", ".hidden", "id\n", "x" + strings.Repeat("y", 128),
+	} {
+		dst := filepath.Join(sessions, "claude-code", "out.jsonl")
+		ok, err := a.SaveSession(spec, id, dst)
+		if ok || err == nil || !strings.Contains(err.Error(), "not a plain id") {
+			t.Errorf("SaveSession(%q) = %v, %v; want a refusal", id, ok, err)
+		}
+		if b, err := os.ReadFile(dst); err == nil {
+			t.Errorf("SaveSession(%q) saved %q", id, b)
+		}
+	}
+	// A saved session whose file name is no id is not restored.
+	bad := filepath.Join(sessions, "claude-code", "a b.jsonl")
+	os.MkdirAll(filepath.Dir(bad), 0o755)
+	os.WriteFile(bad, []byte("x"), 0o600)
+	if err := a.RestoreSession(spec, bad); err == nil || !strings.Contains(err.Error(), "not a plain id") {
+		t.Errorf("RestoreSession of %s: %v", bad, err)
+	}
+	// The real ids pass.
+	for _, id := range []string{"3b6cb412-5e0e-4628-9575-877bdda698c8", "01a22825-e595-736d-ae17-8e0657ef683d", "abc_1"} {
+		if !adapters.ValidSessionID(id) {
+			t.Errorf("%q is a real id", id)
+		}
+	}
+}
+
+// A transcript that is a FIFO, or a sparse file over the limit, neither
+// blocks the runner nor fills the session directory.
+func TestSessionFilesAreRegularAndBounded(t *testing.T) {
+	a := &Adapter{}
+	t.Run("fifo", func(t *testing.T) {
+		spec, sessions, _ := sessionFixture(t)
+		if err := syscall.Mkfifo(filepath.Join(projectDir(spec), "abc.jsonl"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.SaveSession(spec, "abc", filepath.Join(sessions, "abc.jsonl"))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, safefile.ErrNotRegular) {
+				t.Errorf("SaveSession of a FIFO: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("SaveSession of a FIFO blocks")
+		}
+	})
+	t.Run("sparse", func(t *testing.T) {
+		spec, sessions, _ := sessionFixture(t)
+		src := filepath.Join(projectDir(spec), "abc.jsonl")
+		os.WriteFile(src, nil, 0o600)
+		os.Truncate(src, adapters.MaxSessionBytes+1)
+		dst := filepath.Join(sessions, "abc.jsonl")
+		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrTooLarge) {
+			t.Errorf("SaveSession of a sparse file over the limit: %v", err)
+		}
+		if _, err := os.Stat(dst); err == nil {
+			t.Errorf("something was saved")
 		}
 	})
 }

@@ -207,7 +207,11 @@ type AgentRunSpec struct {
 	Cancel bool `json:"cancel,omitempty"`
 }
 
-// Credential is one API key the agent never holds.
+// Credential is one API key the agent never holds. (The same host across
+// two credentials, once with http:// and once without, is refused by the
+// runner: a rule over every pair of credentials would cost the API server
+// more than its CEL budget allows.)
+// +kubebuilder:validation:XValidation:rule="self.hosts.all(h, !h.startsWith('http://') || !self.hosts.exists(g, g == h.substring(7) || g == 'https://' + h.substring(7)))",message="a credential's host is listed both as http://HOST:PORT and without http://; a destination speaks plain HTTP or TLS, so write it one way"
 type Credential struct {
 	// Name is the variable the agent's CLI reads the key from, for
 	// example ANTHROPIC_API_KEY or OPENAI_API_KEY.
@@ -219,14 +223,20 @@ type Credential struct {
 	// +required
 	ValueFrom CredentialSource `json:"valueFrom"`
 	// Hosts are the HOST:PORT destinations that receive the real value,
-	// for example api.anthropic.com:443. They are allowed destinations
-	// (also with network.mode custom); a private address still needs an
-	// allowHosts entry IP:PORT.
+	// for example api.anthropic.com:443, over TLS only, their certificate
+	// verified (against upstreamCA when set). Write http://HOST:PORT for
+	// a destination that speaks only plain HTTP (an in-cluster mock or
+	// gateway on a network you trust): only there does the value travel
+	// unencrypted, and the agent's plain-HTTP requests to any other host
+	// here are refused (loopback and private addresses are no exception).
+	// https://HOST:PORT is the same as HOST:PORT. They are allowed
+	// destinations (also with network.mode custom); a private address
+	// still needs an allowHosts entry IP:PORT.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10
-	// +kubebuilder:validation:items:MaxLength=260
-	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
+	// +kubebuilder:validation:items:MaxLength=268
+	// +kubebuilder:validation:items:Pattern=`^(https?://)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
 	// +listType=set
 	Hosts []string `json:"hosts"`
 }
@@ -417,11 +427,19 @@ type PodOverrides struct {
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// SeccompProfile of the agent container. bubblewrap needs namespace
-	// and mount calls that RuntimeDefault blocks, so the default is
-	// Unconfined with the bubblewrap sandbox (RuntimeDefault without it);
-	// a Localhost profile that allows them is the tighter choice.
+	// and mount calls that RuntimeDefault blocks: with the sandbox the
+	// default is the manager's (the chart's Localhost profile
+	// agentrun/bwrap.json when it installs it, else RuntimeDefault, under
+	// which the sandbox cannot start and the run fails as
+	// SandboxUnavailable); RuntimeDefault without it.
 	// +optional
 	SeccompProfile *corev1.SeccompProfile `json:"seccompProfile,omitempty"`
+	// AppArmorProfile of the agent container; the default is the
+	// manager's (the chart's Localhost profile agentrun-bwrap on nodes
+	// with AppArmor, where the runtime's default forbids bubblewrap's
+	// mounts; none set otherwise).
+	// +optional
+	AppArmorProfile *corev1.AppArmorProfile `json:"appArmorProfile,omitempty"`
 }
 
 // Phase is where a run is.
@@ -562,6 +580,10 @@ type AgentRunStatus struct {
 	// values after the end.
 	// +optional
 	Progress *Progress `json:"progress,omitempty"`
+	// Isolation is how the agent really ran, as its runner reported at
+	// the end: the sandbox, and whether the network policy was enforced.
+	// +optional
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Progress is a running agent's progress.
@@ -628,6 +650,17 @@ type Usage struct {
 	// (the end summary had no room and the event log could not be read).
 	// +optional
 	ByModelTruncated bool `json:"byModelTruncated,omitempty"`
+}
+
+// Isolation is how an agent ran.
+type Isolation struct {
+	// Sandbox is bubblewrap or none.
+	Sandbox string `json:"sandbox"`
+	// NetworkMode is none, full or custom.
+	NetworkMode string `json:"networkMode"`
+	// NetworkEnforced is true when the sandbox enforced the network
+	// policy (false without a sandbox).
+	NetworkEnforced bool `json:"networkEnforced"`
 }
 
 // Counters are a run's tallies.

@@ -28,14 +28,16 @@ func newRenderer(name string, stdout, stderr *os.File) (format.Renderer, error) 
 }
 
 // stderrFor is where the runtime's stderr goes: into rich's scroll area when
-// rich draws on a terminal, else straight to stderr.
+// rich draws on a terminal, else to stderr without escape sequences and
+// other control characters (the agent can write into the CLI's stderr, and
+// an OSC 52 sequence would set the user's clipboard).
 func stderrFor(r format.Renderer, stderr *os.File) io.Writer {
 	if s, ok := r.(interface{ StderrWriter() io.Writer }); ok {
-		if w := s.StderrWriter(); w != nil {
+		if w := s.StderrWriter(); w != nil && w != io.Writer(stderr) {
 			return w
 		}
 	}
-	return stderr
+	return text.NewPrintableWriter(stderr)
 }
 
 func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {

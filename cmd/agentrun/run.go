@@ -49,7 +49,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
 	fs.StringVar(&o.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
 	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
-	fs.Var((*multi)(&o.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts (repeatable)")
+	fs.Var((*multi)(&o.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
 	fs.StringVar(&o.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
 	sandboxFlags(fs, &o.SandboxOptions)
 	help := fs.Bool("h", false, "show this help")

@@ -20,7 +20,7 @@ func sandboxFlags(fs *flag.FlagSet, o *runner.SandboxOptions) {
 	fs.Var((*multi)(&o.AllowHosts), "allow-host", "allow only these hosts: HOST[:PORT], *.suffix[:PORT], IP:PORT or CIDR:PORT (repeatable)")
 	fs.Var((*multi)(&o.DenyRead), "deny-read", "hide this path from the agent, after the default list (repeatable)")
 	fs.Var((*multi)(&o.AddHosts), "add-host", "resolve NAME to IP in the proxy, NAME=IP (repeatable)")
-	fs.BoolVar(&o.WritableGit, "writable-git", false, "let the agent write the workspace's .git (commit); it is read-only by default")
+	fs.BoolVar(&o.WritableGit, "writable-git", false, "let the agent write the workspace's repositories (.git: commit); they are read-only by default")
 	fs.IntVar(&o.MaxProcs, "max-procs", 0, fmt.Sprintf("the agent's process limit, threads included (default %d)", runner.DefaultMaxProcs))
 }
 

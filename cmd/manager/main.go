@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -74,7 +76,7 @@ type config struct {
 
 func main() {
 	c := config{graces: controllers.DefaultGraces, liveIntervals: controllers.DefaultLiveIntervals}
-	var pullPolicy, watch, prices, requests, limits string
+	var pullPolicy, watch, seccomp, apparmor, prices, requests, limits string
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	flag.StringVar(&c.metricsCertPath, "metrics-cert-path", "", "directory with the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
@@ -84,11 +86,14 @@ func main() {
 	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile AgentRuns in (Roles there suffice); empty: all namespaces")
 	flag.StringVar(&c.job.RunnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
 	flag.StringVar(&pullPolicy, "runner-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of the runner image")
+	flag.StringVar(&seccomp, "sandbox-seccomp-profile", "runtime-default", "seccomp profile of sandboxed agent containers: localhost/<path under the kubelet's seccomp root> (the chart installs localhost/agentrun/bwrap.json), runtime-default (the sandbox cannot start: runs fail as SandboxUnavailable) or unconfined (an admin's opt-in)")
+	flag.StringVar(&apparmor, "sandbox-apparmor-profile", "", "AppArmor profile of sandboxed agent containers on AppArmor nodes: localhost/<profile> (the chart's is localhost/agentrun-bwrap), runtime-default, unconfined (an admin's opt-in) or empty (the runtime's default)")
 	flag.IntVar(&c.concurrency, "max-concurrent-reconciles", 8, "AgentRuns reconciled at once")
 	flag.Float64Var(&c.qps, "kube-api-qps", 100, "requests per second to the API server (live usage writes about one status per model call)")
 	flag.IntVar(&c.burst, "kube-api-burst", 200, "request burst to the API server")
-	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error may last before the run fails")
+	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error, or a Job that cannot create its Pod, may last before the run fails")
 	flag.DurationVar(&c.graces.Unschedulable, "unschedulable-grace", c.graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
+	flag.DurationVar(&c.graces.SandboxProfile, "sandbox-profile-grace", c.graces.SandboxProfile, "how long the agent container may fail to start for its seccomp or AppArmor profile before the run fails as SandboxUnavailable")
 	flag.BoolVar(&c.live, "live-progress", true, "read running runs' live usage and progress from their Pods' events sidecars into status")
 	flag.DurationVar(&c.liveIntervals.Usage, "live-usage-interval", c.liveIntervals.Usage, "least time between two status writes of one run's live usage")
 	flag.DurationVar(&c.liveIntervals.Progress, "live-progress-interval", c.liveIntervals.Progress, "least time between two status writes of one run's progress alone (activity, tool calls)")
@@ -112,6 +117,14 @@ func main() {
 	c.job.PullPolicy = corev1.PullPolicy(pullPolicy)
 	c.watchNamespaces = splitList(watch)
 	var err error
+	if c.job.SandboxSeccomp, err = parseSeccompProfile(seccomp); err != nil {
+		fmt.Fprintln(os.Stderr, "manager: --sandbox-seccomp-profile:", err)
+		os.Exit(2)
+	}
+	if c.job.SandboxAppArmor, err = parseAppArmorProfile(apparmor); err != nil {
+		fmt.Fprintln(os.Stderr, "manager: --sandbox-apparmor-profile:", err)
+		os.Exit(2)
+	}
 	if c.prices, err = controllers.ParsePrices(prices); err == nil {
 		c.job.AgentResources, err = parseResources(requests, limits)
 	}
@@ -123,6 +136,59 @@ func main() {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
+}
+
+// parseSeccompProfile reads --sandbox-seccomp-profile, in the kubelet's
+// old annotation syntax that admins know. RuntimeDefault is nil: the
+// agent container's default.
+func parseSeccompProfile(s string) (*corev1.SeccompProfile, error) {
+	switch {
+	case s == "" || s == "runtime-default":
+		return nil, nil
+	case s == "unconfined":
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}, nil
+	case strings.HasPrefix(s, "localhost/"):
+		path := strings.TrimPrefix(s, "localhost/")
+		if path == "" || strings.HasPrefix(path, "/") || slices.Contains(strings.Split(path, "/"), "..") {
+			return nil, fmt.Errorf("%q: the path is relative to the kubelet's seccomp root, without \"..\" (for example localhost/agentrun/bwrap.json)", s)
+		}
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &path}, nil
+	}
+	return nil, fmt.Errorf("%q: want localhost/<path>, runtime-default or unconfined", s)
+}
+
+// parseAppArmorProfile reads --sandbox-apparmor-profile; empty leaves the
+// container runtime's default (nil).
+func parseAppArmorProfile(s string) (*corev1.AppArmorProfile, error) {
+	switch {
+	case s == "":
+		return nil, nil
+	case s == "runtime-default":
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}, nil
+	case s == "unconfined":
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}, nil
+	case strings.HasPrefix(s, "localhost/") && len(s) > len("localhost/"):
+		name := strings.TrimPrefix(s, "localhost/")
+		return &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}, nil
+	}
+	return nil, fmt.Errorf("%q: want localhost/<profile>, runtime-default, unconfined or empty", s)
+}
+
+// describeProfile is a profile as the start-up log shows it.
+func describeProfile[P *corev1.SeccompProfile | *corev1.AppArmorProfile](p P) string {
+	switch p := any(p).(type) {
+	case *corev1.SeccompProfile:
+		if p == nil {
+			return "RuntimeDefault"
+		}
+		return strings.TrimSpace(string(p.Type) + " " + ptr.Deref(p.LocalhostProfile, ""))
+	case *corev1.AppArmorProfile:
+		if p == nil {
+			return "the runtime's default"
+		}
+		return strings.TrimSpace(string(p.Type) + " " + ptr.Deref(p.LocalhostProfile, ""))
+	}
+	return ""
 }
 
 // splitList reads a comma-separated flag value; blanks are dropped.
@@ -220,7 +286,8 @@ func run(c config) error {
 		return err
 	}
 	ctrl.Log.WithName("manager").Info("starting", "runnerImage", c.job.RunnerImage,
-		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure)
+		"watchNamespaces", c.watchNamespaces, "metricsSecure", c.metricsSecure,
+		"sandboxSeccomp", describeProfile(c.job.SandboxSeccomp), "sandboxAppArmor", describeProfile(c.job.SandboxAppArmor))
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,47 @@ func TestSplitList(t *testing.T) {
 	} {
 		if got := splitList(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("splitList(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSandboxProfileFlags: the profile flags in the kubelet's syntax; a
+// Localhost path stays under the kubelet's seccomp root.
+func TestSandboxProfileFlags(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    *corev1.SeccompProfile
+		wantErr bool
+	}{
+		{"runtime-default", nil, false},
+		{"", nil, false},
+		{"unconfined", &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}, false},
+		{"localhost/agentrun/bwrap.json", &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("agentrun/bwrap.json")}, false},
+		{"localhost/", nil, true},
+		{"localhost//etc/bwrap.json", nil, true},
+		{"localhost/../bwrap.json", nil, true},
+		{"Localhost", nil, true},
+	} {
+		got, err := parseSeccompProfile(tc.in)
+		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseSeccompProfile(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+	for _, tc := range []struct {
+		in      string
+		want    *corev1.AppArmorProfile
+		wantErr bool
+	}{
+		{"", nil, false},
+		{"runtime-default", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}, false},
+		{"unconfined", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}, false},
+		{"localhost/agentrun-bwrap", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("agentrun-bwrap")}, false},
+		{"localhost/", nil, true},
+		{"agentrun-bwrap", nil, true},
+	} {
+		got, err := parseAppArmorProfile(tc.in)
+		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseAppArmorProfile(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

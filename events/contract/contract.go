@@ -41,14 +41,14 @@ var FieldOrder = map[string][]string{
 	"usage":          {"schema", "type", "time", "parent", "model", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd", "context_tokens"},
 	"subagent_start": {"schema", "type", "time", "id", "parent", "number", "kind", "model", "description"},
 	"subagent_end":   {"schema", "type", "time", "id", "status", "duration_ms", "usage"},
-	"network":        {"schema", "type", "time", "host", "port", "allowed", "reason"},
+	"network":        {"schema", "type", "time", "host", "port", "allowed", "reason", "suppressed"},
 	"end":            {"schema", "type", "time", "status", "exit_code", "detail", "duration_ms", "usage", "result", "session_id", "meter"},
 }
 
 // Optional are the fields that are absent unless they apply (docs/events.md,
 // "Null versus absent"): start.credentials without --credential, end.meter
-// without a metered credential.
-var Optional = map[string]bool{"start.credentials": true, "end.meter": true}
+// without a metered credential, network.suppressed but on a summary.
+var Optional = map[string]bool{"start.credentials": true, "end.meter": true, "network.suppressed": true}
 
 // UsageOrder is the key order of a usage total (subagent_end.usage,
 // end.usage); its by_model entries have the first five.

@@ -36,6 +36,7 @@ func TestAdditions(t *testing.T) {
 		"new event type": `{"schema":1,"type":"checkpoint","time":"2026-10-04T13:00:31.250Z","anything":[1,2]}`,
 		"new reason":     strings.Replace(valid["network"], `"not_allowed"`, `"rate_limited"`, 1),
 		"unresolvable":   strings.Replace(valid["network"], `"not_allowed"`, `"unresolvable"`, 1),
+		"summary":        strings.Replace(valid["network"], `"not_allowed"}`, `"not_allowed","suppressed":7}`, 1),
 	} {
 		if errs := Validate([]byte(line)); errs != nil {
 			t.Errorf("%s: %v", name, errs)
@@ -82,6 +83,7 @@ func TestRejects(t *testing.T) {
 		{"empty parent", "text", `"parent":null`, `"parent":""`, "/parent"},
 		{"allowed with a reason", "network", `"allowed":false`, `"allowed":true`, "/reason"},
 		{"refused without a reason", "network", `"reason":"not_allowed"`, `"reason":null`, "/reason"},
+		{"summary of none", "network", `"not_allowed"}`, `"not_allowed","suppressed":0}`, "/suppressed"},
 		{"port out of range", "network", `"port":443`, `"port":70000`, "/port"},
 		{"rejected with an exit code", "end", `"status":"finished","exit_code":0,"detail":""`, `"status":"rejected","exit_code":0,"detail":"bad flag"`, "/exit_code"},
 	}

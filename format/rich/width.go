@@ -3,9 +3,10 @@ package rich
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/text/width"
+
+	"github.com/agentrun-dev/agentrun/format/text"
 )
 
 // runeWidth is the number of terminal columns r takes, as wcwidth counts
@@ -78,32 +79,16 @@ func rows(s string, w int) int {
 	return n
 }
 
-// sanitize makes s safe to draw: tabs become four spaces, other control
-// characters (C0, DEL, C1, so escape sequences too) and invalid bytes are
-// dropped, since they would move the cursor or break the row count.
+// sanitize makes s safe to draw: text.Printable's filter (control
+// characters, escape sequences and invalid bytes are dropped), then tabs
+// become four spaces and newlines are dropped, since they would move the
+// cursor or break the row count.
 func sanitize(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
-			clean = false
-			break
-		}
+	s = text.Printable(s)
+	if strings.ContainsAny(s, "\t\n") {
+		s = tabsAndNewlines.Replace(s)
 	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		switch {
-		case r == '\t':
-			b.WriteString("    ")
-		case r == utf8.RuneError && size == 1:
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return s
 }
+
+var tabsAndNewlines = strings.NewReplacer("\t", "    ", "\n", "")

@@ -139,6 +139,9 @@ func (f *Formatter) Event(e events.Event) []Line {
 		if r := str(e.Reason); r != "" {
 			t += " (" + r + ")"
 		}
+		if e.Suppressed > 1 {
+			t += " and " + strconv.Itoa(e.Suppressed-1) + " more"
+		}
 		return []Line{{Label: MainLabel, Agent: true, Text: t}}
 	case *events.End:
 		var out []Line

@@ -15,7 +15,7 @@
 //	    … (+4 lines)
 //	[PARENT] agent start LABEL (MODEL): DESCRIPTION
 //	[LABEL] agent finished 12.4s MODEL  in 14.1k  out 85  cached 69%
-//	[main] net denied HOST:PORT (REASON)
+//	[main] net denied HOST:PORT (REASON) and 4 more
 //	[result]
 //	RESULT AS IT IS
 //	[end] finished 31.2s  in 65.3k  out 0.9k  cached 64%  $0.0437  session ID  DETAIL
@@ -48,7 +48,8 @@
 //     model is null does not hide an earlier known model.
 //   - network: host and port are joined as Go's net.JoinHostPort does, so
 //     an IPv6 host is bracketed ([::1]:443); a denied event without a
-//     reason has no parentheses.
+//     reason has no parentheses. A summary (suppressed N+1) ends with
+//     " and N more"; one that stands for itself alone (suppressed 1) does not.
 //   - Seconds have one decimal, the tenths cut (a stopwatch): 31250 ms is
 //     31.2s, 12460 ms is 12.4s.
 //   - Token numbers use printf's %.1f (correct rounding, exact ties to
@@ -61,8 +62,11 @@
 //   - [result]: "non-blank content" and "more than 3 lines" count non-blank
 //     lines; a run without any main-agent text counts as different. The
 //     result is written with only its leading and trailing \r and \n
-//     removed; inner lines are written byte for byte.
+//     removed; inner lines are written byte for byte (but see Printable).
 //   - [note] TEXT is written as given.
+//   - Every line goes through Printable: escape sequences and the other
+//     control characters but tab and newline are dropped, so that what the
+//     agent wrote cannot act on the terminal.
 package text
 
 import (
@@ -114,7 +118,7 @@ func (r *Renderer) write(lines []Line) error {
 	}
 	r.buf.Reset()
 	for _, l := range lines {
-		r.buf.WriteString(l.String())
+		r.buf.WriteString(Printable(l.String()))
 		r.buf.WriteByte('\n')
 	}
 	_, err := io.WriteString(r.w, r.buf.String())

@@ -136,13 +136,14 @@ func TestManagerRecipeMatchesDockerfile(t *testing.T) {
 		"FROM scratch",
 		"COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/",
 		"COPY --from=build /out/manager /manager",
+		"COPY --from=build /out/agentrun-node-profiles /agentrun-node-profiles",
 		"USER " + shellVar(t, script, "manager_user"),
 		`ENTRYPOINT ["/manager"]`,
 	}
 	if !slices.Equal(stage, want) {
 		t.Errorf("Dockerfile's last stage changed:\n%q\nwant (what hack/cluster-images.sh builds)\n%q", stage, want)
 	}
-	for _, s := range []string{"ca-certificates.crt", "./cmd/manager", "-entrypoint /manager", `-user "$manager_user"`} {
+	for _, s := range []string{"ca-certificates.crt", "./cmd/manager", "./cmd/agentrun-node-profiles", "-entrypoint /manager", `-user "$manager_user"`} {
 		if !strings.Contains(script, s) {
 			t.Errorf("hack/cluster-images.sh lacks %q", s)
 		}

@@ -1,13 +1,22 @@
 // Package safefile opens the files the runner reads and writes in places an
 // agent can write (its workspace, its state directory) without trusting
-// what the agent left there: below such a directory no path component may
-// be a symbolic link, and only regular files are opened. A link planted by
-// an agent would otherwise make the runner copy a host file into the
-// agent's reach (a session transcript replaced by a link to ~/.ssh/id_rsa
-// or to the runner's own /proc/self/environ), or overwrite a host file
-// with agent-written content (a link where the event log or a temporary
-// file will be written). Paths outside those directories are the caller's
-// own choice and are opened as given.
+// what the agent left there. A link planted by an agent would otherwise make
+// the runner copy a host file into the agent's reach (a session transcript
+// replaced by a link to ~/.ssh/id_rsa or to the runner's own
+// /proc/self/environ), or overwrite a host file with agent-written content (a
+// link where the event log or a temporary file will be written).
+//
+// Every path is made absolute (a relative one against the current
+// directory, which may be the workspace) and walked from / one component at
+// a time with O_NOFOLLOW, so the kernel never follows a link the walk did
+// not look at. Each directory on the way is compared by device and inode
+// with the untrusted directories, so an alias of the workspace (a
+// symbolic link to it, a bind mount, /proc/self/root/...) is recognised as
+// the workspace. Outside the untrusted directories a symbolic link is the
+// caller's own (/var/run -> /run) and is followed by the walk itself; at or
+// below one, a symbolic link anywhere on the path is refused. Files are read
+// only when they are regular (never a FIFO or a device, which could block or
+// never end), and a read is bounded by the caller's size limit.
 package safefile
 
 import (
@@ -17,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -26,7 +34,8 @@ import (
 
 // Guard knows the directories an agent can write.
 type Guard struct {
-	// Untrusted are absolute, clean directories.
+	// Untrusted are directories the agent can write; how they are named
+	// does not matter (they are recognised by device and inode).
 	Untrusted []string
 }
 
@@ -37,25 +46,69 @@ var ErrLink = errors.New("a symbolic link inside a directory the agent can write
 // ErrNotRegular is returned for a path that is not a regular file.
 var ErrNotRegular = errors.New("not a regular file")
 
-// Open opens the file at path for reading (a regular file, where the
-// agent can write).
+// ErrTooLarge is returned for a file larger than the reader's limit.
+var ErrTooLarge = errors.New("larger than the limit for this file")
+
+// maxLinks bounds the symbolic links one walk follows, as the kernel's
+// own 40 (MAXSYMLINKS) does.
+const maxLinks = 40
+
+// Open opens the regular file at path for reading.
 func (g Guard) Open(path string) (*os.File, error) {
 	return g.open(path, unix.O_RDONLY, 0, false)
 }
 
-// ReadFile reads the regular file at path.
-func (g Guard) ReadFile(path string) ([]byte, error) {
+// ReadFile reads the regular file at path, at most max bytes (ErrTooLarge
+// beyond).
+func (g Guard) ReadFile(path string, max int64) ([]byte, error) {
 	f, err := g.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	b, err := io.ReadAll(LimitReader(f, max))
+	if err != nil {
+		return nil, pathErr("read", path, err)
+	}
+	return b, nil
 }
 
-// Create opens the file at path for writing (a regular file, where the
-// agent can write), creating it (and its missing directories, private) or
-// truncating it.
+// Copy copies the regular file src to dst (as WriteFile does), at most max
+// bytes: a larger src (a sparse file of a terabyte) fails with ErrTooLarge
+// and leaves dst as it was.
+func (g Guard) Copy(dst, src string, max int64, perm os.FileMode) error {
+	in, err := g.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if st, err := in.Stat(); err == nil && st.Size() > max {
+		return pathErr("read", src, ErrTooLarge)
+	}
+	return g.WriteFile(dst, LimitReader(in, max), perm)
+}
+
+// ReadDir lists the directory at path (the names and types of its
+// entries, unsorted), reached by the same walk.
+func (g Guard) ReadDir(path string) ([]os.DirEntry, error) {
+	w, err := g.walker(path)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	fd, _, err := w.openFinal(unix.O_RDONLY|unix.O_DIRECTORY, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// Create opens the file at path for writing, creating it (and its missing
+// directories, private) or truncating it. At or below an untrusted
+// directory it must be a regular file; elsewhere the path is the caller's
+// own choice and may be a FIFO or a device (--events /dev/stderr).
 func (g Guard) Create(path string, perm os.FileMode) (*os.File, error) {
 	f, err := g.open(path, unix.O_WRONLY|unix.O_CREAT, perm, true)
 	if err != nil {
@@ -70,14 +123,43 @@ func (g Guard) Create(path string, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
-// WriteFile writes r to path atomically: into a new temporary file beside
-// it (never an existing one), renamed over path when complete.
-func (g Guard) WriteFile(path string, r io.Reader, perm os.FileMode) error {
-	dirFD, name, err := g.parent(path, true)
+// MkdirAll makes the directory path and its missing parents (perm), by the
+// same walk: it never creates a directory through a link an agent planted.
+func (g Guard) MkdirAll(path string, perm os.FileMode) error {
+	w, err := g.walker(path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dirFD)
+	defer w.close()
+	w.pending = append(w.pending, ".") // walk every component as a directory
+	_, _, err = w.parent(true, uint32(perm.Perm()))
+	return err
+}
+
+// checkName refuses a final name that is no file.
+func (w *walk) checkName(name string) error {
+	if name == "." || name == ".." {
+		return fmt.Errorf("%s: not a file path", w.path)
+	}
+	return nil
+}
+
+// WriteFile writes r to path atomically: into a new temporary file beside
+// it (never an existing one), renamed over path when complete. A link at
+// path itself is replaced, not followed.
+func (g Guard) WriteFile(path string, r io.Reader, perm os.FileMode) error {
+	w, err := g.walker(path)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	dirFD, name, err := w.parent(true, 0o700)
+	if err == nil {
+		err = w.checkName(name)
+	}
+	if err != nil {
+		return err
+	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := "." + name + "." + hex.EncodeToString(rnd[:]) + ".tmp"
@@ -100,41 +182,82 @@ func (g Guard) WriteFile(path string, r io.Reader, perm os.FileMode) error {
 	return nil
 }
 
-// open opens path with flags, refusing links below an untrusted directory
-// and anything but a regular file.
-func (g Guard) open(path string, flags int, perm os.FileMode, mkdirs bool) (*os.File, error) {
-	if g.untrustedRoot(path) == "" {
-		// The caller's own choice, which may be a device or a FIFO.
-		if mkdirs {
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return nil, err
-			}
-		}
-		return os.OpenFile(path, flags, perm)
-	}
-	dirFD, name, err := g.parent(path, mkdirs)
+// open opens path with flags after the walk. writing allows a file that is
+// not regular outside the untrusted directories.
+func (g Guard) open(path string, flags int, perm os.FileMode, writing bool) (*os.File, error) {
+	w, err := g.walker(path)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(dirFD)
-	fd, err := unix.Openat(dirFD, name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
-	if errors.Is(err, unix.ELOOP) {
-		return nil, pathErr("open", path, ErrLink)
-	}
+	defer w.close()
+	fd, inside, err := w.openFinal(flags, perm, writing)
 	if err != nil {
-		return nil, pathErr("open", path, err)
+		return nil, err
 	}
-	return regular(fd, path)
+	return usable(fd, inside, writing, path)
 }
 
-// regular wraps fd if it is a regular file, in blocking mode.
-func regular(fd int, path string) (*os.File, error) {
+// openFinal walks to the final name and opens it (non-blocking), following
+// a final link only outside the untrusted directories, as the walk follows
+// the others. It reports whether the file lies at or below an untrusted
+// directory.
+func (w *walk) openFinal(flags int, perm os.FileMode, writing bool) (int, bool, error) {
+	mkdirs := flags&unix.O_CREAT != 0
+	for {
+		dirFD, name, err := w.parent(mkdirs, 0o700)
+		if err == nil {
+			err = w.checkName(name)
+		}
+		if err != nil {
+			return -1, false, err
+		}
+		inside := w.top().inside
+		fd, err := unix.Openat(dirFD, name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+		if errors.Is(err, unix.ENOTDIR) && isLink(dirFD, name) {
+			err = unix.ELOOP // O_DIRECTORY met a link
+		}
+		if errors.Is(err, unix.ELOOP) && !inside {
+			// The caller's own link: followed by the walk.
+			w.pending = w.pending[1:]
+			kernel, err := w.link(dirFD, name)
+			if err != nil {
+				return -1, false, err
+			}
+			if !kernel {
+				continue
+			}
+			// A /proc link to a pipe or a socket, opened as the kernel
+			// resolves it: there is no path to walk.
+			fd, err = unix.Openat(dirFD, name, flags|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+			if err != nil {
+				return -1, false, pathErr("open", w.path, err)
+			}
+			return fd, inside, nil
+		}
+		if errors.Is(err, unix.ENXIO) && writing && !inside {
+			// A FIFO of the caller's with no reader yet: wait for one, as a
+			// plain open would.
+			fd, err = unix.Openat(dirFD, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return -1, false, pathErr("open", w.path, ErrLink)
+		}
+		if err != nil {
+			return -1, false, pathErr("open", w.path, err)
+		}
+		return fd, inside, nil
+	}
+}
+
+// usable wraps fd if it may be used: a regular file, or (writing outside
+// the untrusted directories) anything; in blocking mode.
+func usable(fd int, inside, writing bool, path string) (*os.File, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return nil, pathErr("stat", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG && (inside || !writing) {
 		unix.Close(fd)
 		return nil, pathErr("open", path, ErrNotRegular)
 	}
@@ -145,49 +268,177 @@ func regular(fd int, path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// parent opens the directory that holds path, walking from the untrusted
-// directory above it (or from path's own directory when there is none)
-// without following links, and returns it with the final name.
-func (g Guard) parent(path string, mkdirs bool) (int, string, error) {
-	path = filepath.Clean(path)
-	root := g.untrustedRoot(path)
-	dir, name := filepath.Split(path)
-	if name == "" || name == "." || name == ".." {
-		return -1, "", fmt.Errorf("%s: not a file path", path)
+// fileID is a file's identity.
+type fileID struct{ dev, ino uint64 }
+
+// level is one directory of the walk, and whether it is or lies below an
+// untrusted directory.
+type level struct {
+	fd     int
+	inside bool
+}
+
+// walk resolves a path component by component.
+type walk struct {
+	path    string
+	roots   map[fileID]bool
+	stack   []level  // from / to the current directory
+	pending []string // the components still to walk, the final name last
+	links   int
+}
+
+// walker starts the walk of path at /.
+func (g Guard) walker(path string) (*walk, error) {
+	if path == "" {
+		return nil, pathErr("open", path, unix.ENOENT)
 	}
-	start, rel := filepath.Clean(dir), ""
-	if root != "" {
-		start, rel = root, strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(dir), root), "/")
+	abs := path
+	if !strings.HasPrefix(abs, "/") {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		abs = wd + "/" + path
 	}
-	if mkdirs && root == "" {
-		if err := os.MkdirAll(start, 0o700); err != nil {
-			return -1, "", err
+	w := &walk{path: path, roots: map[fileID]bool{}}
+	for _, d := range g.Untrusted {
+		var st unix.Stat_t
+		if d != "" && unix.Stat(d, &st) == nil {
+			w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}] = true
 		}
 	}
-	fd, err := unix.Open(start, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	w.pending = components(abs)
+	if err := w.restart(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func components(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// restart sets the walk back to / (an absolute link target).
+func (w *walk) restart() error {
+	w.close()
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, "", pathErr("open", start, err)
+		return pathErr("open", "/", err)
 	}
-	if rel == "" {
-		return fd, name, nil
+	inside, err := w.isRoot(fd)
+	if err != nil {
+		unix.Close(fd)
+		return err
 	}
-	for _, c := range strings.Split(rel, "/") {
-		next, err := unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	w.stack = []level{{fd: fd, inside: inside}}
+	return nil
+}
+
+func (w *walk) close() {
+	for _, l := range w.stack {
+		unix.Close(l.fd)
+	}
+	w.stack = nil
+}
+
+func (w *walk) top() level { return w.stack[len(w.stack)-1] }
+
+func (w *walk) isRoot(fd int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, err
+	}
+	return w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}], nil
+}
+
+// parent walks every pending component but the last, making missing
+// directories (perm) when mkdirs, and returns the directory that holds the
+// last one and its name. The descriptor belongs to the walk.
+func (w *walk) parent(mkdirs bool, perm uint32) (int, string, error) {
+	for len(w.pending) > 1 {
+		c := w.pending[0]
+		w.pending = w.pending[1:]
+		switch c {
+		case ".":
+			continue
+		case "..":
+			if len(w.stack) > 1 {
+				unix.Close(w.top().fd)
+				w.stack = w.stack[:len(w.stack)-1]
+			}
+			continue
+		}
+		top := w.top()
+		fd, err := unix.Openat(top.fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOENT) && mkdirs {
-			if err = unix.Mkdirat(fd, c, 0o700); err == nil || errors.Is(err, unix.EEXIST) {
-				next, err = unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err = unix.Mkdirat(top.fd, c, perm); err == nil || errors.Is(err, unix.EEXIST) {
+				fd, err = unix.Openat(top.fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			}
 		}
-		if errors.Is(err, unix.ENOTDIR) && isLink(fd, c) {
-			err = ErrLink
-		}
-		unix.Close(fd)
 		if err != nil {
-			return -1, "", pathErr("open", path, err)
+			return -1, "", pathErr("open", w.path, err)
 		}
-		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, "", pathErr("stat", w.path, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			inside := top.inside || w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}]
+			w.stack = append(w.stack, level{fd: fd, inside: inside})
+		case unix.S_IFLNK:
+			unix.Close(fd)
+			if top.inside {
+				return -1, "", pathErr("open", w.path, ErrLink)
+			}
+			kernel, err := w.link(top.fd, c)
+			if err == nil && kernel {
+				err = unix.ENOTDIR // a pipe or a socket is no directory
+			}
+			if err != nil {
+				return -1, "", pathErr("open", w.path, err)
+			}
+		default:
+			unix.Close(fd)
+			return -1, "", pathErr("open", w.path, unix.ENOTDIR)
+		}
 	}
-	return fd, name, nil
+	if len(w.pending) == 0 {
+		return -1, "", fmt.Errorf("%s: not a file path", w.path)
+	}
+	return w.top().fd, w.pending[0], nil
+}
+
+// link splices the target of the link name (in dirFD, outside the
+// untrusted directories; no longer pending) into the walk: the components
+// of a relative target continue from dirFD, an absolute one restarts at /.
+// It reports true for a link in /proc whose target is no path (a pipe, a
+// socket), which only the kernel can open; the walk is then unchanged.
+func (w *walk) link(dirFD int, name string) (bool, error) {
+	if w.links++; w.links > maxLinks {
+		return false, pathErr("open", w.path, unix.ELOOP)
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirFD, name, buf)
+	if err != nil {
+		return false, pathErr("readlink", w.path, err)
+	}
+	target := string(buf[:n])
+	if !strings.HasPrefix(target, "/") && strings.Contains(target, ":[") && onProc(dirFD) {
+		return true, nil
+	}
+	w.pending = append(components(target), w.pending...)
+	if strings.HasPrefix(target, "/") {
+		return false, w.restart()
+	}
+	return false, nil
 }
 
 // isLink reports whether name in the directory dirFD is a symbolic link.
@@ -196,19 +447,33 @@ func isLink(dirFD int, name string) bool {
 	return unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
-// untrustedRoot is the outermost untrusted directory path lies strictly
-// below, or "": the walk starts there, so that no directory the agent can
-// replace is ever followed.
-func (g Guard) untrustedRoot(path string) string {
-	path = filepath.Clean(path)
-	best := ""
-	for _, d := range g.Untrusted {
-		d = filepath.Clean(d)
-		if strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") && (best == "" || len(d) < len(best)) {
-			best = d
-		}
+func onProc(fd int) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(fd, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// LimitReader reads r up to max bytes and fails with ErrTooLarge past
+// them (io.LimitReader would end quietly, and a cut file look complete).
+func LimitReader(r io.Reader, max int64) io.Reader { return &limited{r: r, left: max} }
+
+type limited struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, ErrTooLarge
 	}
-	return best
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n - 1, ErrTooLarge
+	}
+	return n, err
 }
 
 func pathErr(op, path string, err error) error {

@@ -2,11 +2,15 @@ package safefile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fixture is a workspace an agent wrote, next to a host secret.
@@ -48,7 +52,7 @@ func TestOpenRefusesPlantedLinks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := g.ReadFile(tt.path)
+			b, err := g.ReadFile(tt.path, 1<<20)
 			switch {
 			case tt.want == nil && err != nil:
 				t.Fatalf("ReadFile: %v", err)
@@ -125,7 +129,176 @@ func TestOutermostUntrustedDirectoryWins(t *testing.T) {
 	// The agent replaced an inner untrusted directory with a link.
 	must(t, os.Symlink(filepath.Dir(secret), filepath.Join(ws, "state")))
 	g := Guard{Untrusted: []string{filepath.Join(ws, "state"), ws}}
-	if _, err := g.ReadFile(filepath.Join(ws, "state", "id_rsa")); !errors.Is(err, ErrLink) {
+	if _, err := g.ReadFile(filepath.Join(ws, "state", "id_rsa"), 1<<20); !errors.Is(err, ErrLink) {
 		t.Errorf("the walk must start at the outermost untrusted directory: %v", err)
+	}
+}
+
+// aliasFixture is a workspace with a planted link where the runner will
+// write or read, a host file the link points to, and ways to name the
+// workspace other than its path: a link to it outside, and (as root) a
+// bind mount of it.
+type aliases struct {
+	ws, victim, wslink, bind string
+}
+
+func aliasFixture(t *testing.T) aliases {
+	t.Helper()
+	base := t.TempDir()
+	a := aliases{ws: filepath.Join(base, "ws"), victim: filepath.Join(base, "victim.txt"), wslink: filepath.Join(base, "wslink")}
+	must(t, os.Mkdir(a.ws, 0o755))
+	must(t, os.WriteFile(a.victim, []byte("host content"), 0o600))
+	must(t, os.Symlink(a.victim, filepath.Join(a.ws, "events.jsonl")))
+	must(t, os.Symlink(a.victim, filepath.Join(a.ws, "screenshot.png")))
+	must(t, os.Mkdir(filepath.Join(a.ws, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(a.ws, "real.png"), []byte("png"), 0o600))
+	must(t, os.Symlink(a.ws, a.wslink))
+	if os.Geteuid() == 0 {
+		a.bind = filepath.Join(base, "bind")
+		must(t, os.Mkdir(a.bind, 0o755))
+		if err := unix.Mount(a.ws, a.bind, "", unix.MS_BIND, ""); err != nil {
+			t.Logf("no bind mount (%v): that alias is not tested", err)
+			a.bind = ""
+		} else {
+			t.Cleanup(func() { _ = unix.Unmount(a.bind, unix.MNT_DETACH) })
+		}
+	}
+	return a
+}
+
+// The runner's paths name the workspace in many ways: relative to the
+// current directory (which is the workspace), through a link to it,
+// through /proc/self/root, with "..", or through a bind mount. Each must
+// be recognised as the workspace, so the planted link is refused: the
+// victim is neither truncated (--events, --raw, --summary) nor read
+// (--image, --env-file).
+func TestAliasesOfTheWorkspaceAreRecognised(t *testing.T) {
+	a := aliasFixture(t)
+	t.Chdir(a.ws)
+	g := Guard{Untrusted: []string{a.ws}}
+	names := map[string]string{
+		"relative":           "%s",
+		"dot relative":       "./sub/../%s",
+		"link to workspace":  filepath.Join(a.wslink, "%s"),
+		"proc self root":     "/proc/self/root" + a.ws + "/%s",
+		"proc self cwd":      "/proc/self/cwd/%s",
+		"dot-dot":            filepath.Join(a.ws, "sub") + "/../%s",
+		"link, then dot-dot": filepath.Join(a.wslink, "sub") + "/../%s",
+	}
+	if a.bind != "" {
+		names["bind mount"] = filepath.Join(a.bind, "%s")
+	}
+	for name, form := range names {
+		t.Run(name, func(t *testing.T) {
+			if f, err := g.Create(fmt.Sprintf(form, "events.jsonl"), 0o644); !errors.Is(err, ErrLink) {
+				if err == nil {
+					f.Close()
+				}
+				t.Errorf("Create through a planted link: %v, want %v", err, ErrLink)
+			}
+			if b, _ := os.ReadFile(a.victim); string(b) != "host content" {
+				t.Fatalf("the host file was truncated: %q", b)
+			}
+			if f, err := g.Open(fmt.Sprintf(form, "screenshot.png")); !errors.Is(err, ErrLink) {
+				if err == nil {
+					f.Close()
+				}
+				t.Errorf("Open through a planted link: %v, want %v", err, ErrLink)
+			}
+			// What is really in the workspace stays readable by any name.
+			f, err := g.Open(fmt.Sprintf(form, "real.png"))
+			if err != nil {
+				t.Fatalf("a regular file in the workspace: %v", err)
+			}
+			f.Close()
+		})
+	}
+}
+
+func TestCallersOwnLinksAreFollowed(t *testing.T) {
+	a := aliasFixture(t)
+	g := Guard{Untrusted: []string{a.ws}}
+	own := filepath.Join(filepath.Dir(a.ws), "own-link")
+	must(t, os.Symlink("victim.txt", own)) // relative, outside the workspace
+	if b, err := g.ReadFile(own, 100); err != nil || string(b) != "host content" {
+		t.Errorf("a link of the caller's outside the workspace: %q, %v", b, err)
+	}
+	f, err := g.Create(filepath.Join(filepath.Dir(a.ws), "out", "events.jsonl"), 0o644)
+	if err != nil {
+		t.Fatalf("Create outside the workspace: %v", err)
+	}
+	f.Close()
+	// A device outside the workspace may be written (the caller's choice),
+	// never read.
+	if f, err := g.Create("/dev/null", 0o644); err != nil {
+		t.Errorf("Create /dev/null: %v", err)
+	} else {
+		f.Close()
+	}
+}
+
+// Reads are of regular files only and bounded, wherever the file is: a
+// device or a FIFO would block or never end, a sparse file would fill the
+// disk it is copied to.
+func TestReadsAreRegularAndBounded(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	must(t, os.Mkdir(ws, 0o755))
+	g := Guard{Untrusted: []string{ws}}
+	fifo := filepath.Join(base, "fifo") // outside the workspace
+	must(t, syscall.Mkfifo(fifo, 0o600))
+	sparse := filepath.Join(ws, "huge.jsonl")
+	must(t, os.WriteFile(sparse, nil, 0o600))
+	must(t, os.Truncate(sparse, 64<<20)) // small enough that a missing bound does no harm
+	tests := []struct {
+		name string
+		path string
+		want error
+	}{
+		{"zero device", "/dev/zero", ErrNotRegular},
+		{"fifo outside", fifo, ErrNotRegular},
+		{"fifo through /dev/fd", "/dev/stdin", nil}, // whatever stdin is: must not block
+		{"sparse file over the limit", sparse, ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := g.ReadFile(tt.path, 1<<20)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if tt.want != nil && !errors.Is(err, tt.want) {
+					t.Errorf("ReadFile %s: %v, want %v", tt.path, err, tt.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("ReadFile %s hangs", tt.path)
+			}
+		})
+	}
+	dst := filepath.Join(base, "copy.jsonl")
+	if err := g.Copy(dst, sparse, 1<<20, 0o600); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Copy of a sparse file over the limit: %v", err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Errorf("a partial copy was left")
+	}
+}
+
+func TestMkdirAllDoesNotCreateThroughLinks(t *testing.T) {
+	ws, secret := fixture(t)
+	g := Guard{Untrusted: []string{ws}}
+	if err := g.MkdirAll(filepath.Join(ws, "linkdir", "claude-code"), 0o700); !errors.Is(err, ErrLink) {
+		t.Errorf("MkdirAll through a planted link: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(secret), "claude-code")); err == nil {
+		t.Errorf("a directory appeared outside the workspace")
+	}
+	if err := g.MkdirAll(filepath.Join(ws, "a", "b"), 0o700); err != nil {
+		t.Errorf("MkdirAll in the workspace: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(ws, "a", "b")); err != nil || !st.IsDir() {
+		t.Errorf("not made: %v", err)
 	}
 }

@@ -252,13 +252,23 @@ func TestSandboxCannotStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir()}, prompt: "hi",
+	summaryFile := filepath.Join(t.TempDir(), "termination-log")
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(), "--summary", summaryFile}, prompt: "hi",
 		env: []string{"AGENTRUN_CLAUDE_BIN=/bin/true", "PATH=" + fake + ":/usr/bin:/bin"}})
 	end := r.end()
 	if len(r.events) != 1 || end == nil || end.Status != events.StatusFailed {
 		t.Fatalf("got %s; want a single failed end", r.stdout)
 	}
-	for _, want := range []string{"bubblewrap cannot create its namespaces", "No permissions to creating new namespace", "seccompProfile.type: Unconfined", "--sandbox none"} {
+	// The summary tells the controller the sandbox was unavailable (its
+	// reason SandboxUnavailable), not that the agent failed.
+	raw, err := os.ReadFile(summaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := summary.Decode(raw); err != nil || s.Isolation == nil || !s.Isolation.Unavailable || s.Isolation.Sandbox != "bubblewrap" {
+		t.Errorf("summary %s (%v): want isolation.unavailable", raw, err)
+	}
+	for _, want := range []string{"bubblewrap may not create its namespaces", "No permissions to creating new namespace", "agentrun/bwrap.json", "--sandbox none"} {
 		if !strings.Contains(end.Detail, want) {
 			t.Errorf("detail lacks %q: %s", want, end.Detail)
 		}

@@ -65,8 +65,9 @@ func (l *lockedBuffer) String() string {
 
 // TestCredentialsNeverReachTheAgent runs each real CLI in the sandbox with
 // --credential against the mock, which answers only calls that carry the
-// real key, over plain HTTP and over HTTPS (a TLS front with its own CA,
-// which the proxy verifies with --upstream-ca). The agent's Bash tool
+// real key, over plain HTTP (the destination declared http://, as it must
+// be for the key to travel unencrypted) and over HTTPS (a TLS front with
+// its own CA, which the proxy verifies with --upstream-ca). The agent's Bash tool
 // prints its environment and every /proc/*/environ, and sends the key it
 // holds to another allowed host. The real key must reach the mock on every
 // call and appear nowhere else: not in the agent's output, the events, the
@@ -98,13 +99,15 @@ func TestCredentialsNeverReachTheAgent(t *testing.T) {
 				u, _ := url.Parse(srv.URL())
 				port := u.Port()
 				var args []string
+				dest := "http://"
 				if scheme == "https" {
 					caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
 					_, port, _ = net.SplitHostPort(tlsFront(t, srv.URL(), mockHost, caFile))
 					args = append(args, "--upstream-ca", caFile)
+					dest = ""
 				}
 				args = append(args, "--runtime", rt.name, "--model", rt.model, "--cwd", ws,
-					"--credential", rt.keyVar+"="+mockHost+":"+port,
+					"--credential", rt.keyVar+"="+dest+mockHost+":"+port,
 					"--env", rt.baseVar+"="+scheme+"://"+mockHost+":"+port+rt.basePath,
 					"--add-host", mockHost+"=127.0.0.1", "--allow-host", "127.0.0.1:"+port,
 					"--add-host", "echo.test=127.0.0.1", "--allow-host", "echo.test:"+echoPort, "--allow-host", "127.0.0.1:"+echoPort)
@@ -202,6 +205,9 @@ func TestCredentialBadInput(t *testing.T) {
 		{"no sandbox", []string{"--credential", "KEY=api.test:443", "--sandbox", "none"}, []string{"KEY=" + real}, "needs the sandbox"},
 		{"no network", []string{"--credential", "KEY=api.test:443", "--network", "none"}, []string{"KEY=" + real}, "needs network access"},
 		{"twice", []string{"--credential", "KEY=a.test:443", "--credential", "KEY=b.test:443"}, []string{"KEY=" + real}, "is given twice"},
+		{"other scheme", []string{"--credential", "KEY=ftp://a.test:21"}, []string{"KEY=" + real}, "only http://"},
+		{"plain and TLS", []string{"--credential", "KEY=http://a.test:8080", "--credential", "KEY2=a.test:8080"}, []string{"KEY=" + real, "KEY2=" + real},
+			"is listed both as http://a.test:8080"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,7 +244,7 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 done`, body, mockHost, u.Port())
 	bin := fakeCLI(t, nil, script)
 	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(), "--max-tokens", "500",
-		"--credential", "ANTHROPIC_API_KEY=" + mockHost + ":" + u.Port(), "--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
+		"--credential", "ANTHROPIC_API_KEY=http://" + mockHost + ":" + u.Port(), "--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
 		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "ANTHROPIC_API_KEY=" + real}})
 	end := r.end()
 	if end == nil || end.Status != events.StatusLimit || !strings.Contains(end.Detail, "--max-tokens 500 reached") || !strings.Contains(end.Detail, "metered") {

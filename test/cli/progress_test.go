@@ -120,7 +120,7 @@ func TestMeterFile(t *testing.T) {
 	u, _ := url.Parse(srv.URL())
 	meterPath := filepath.Join(t.TempDir(), "meter.json")
 	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--model", "sonnet", "--cwd", t.TempDir(),
-		"--credential", "ANTHROPIC_API_KEY=" + mockHost + ":" + u.Port(), "--meter-file", meterPath,
+		"--credential", "ANTHROPIC_API_KEY=http://" + mockHost + ":" + u.Port(), "--meter-file", meterPath,
 		"--env", "ANTHROPIC_BASE_URL=http://" + mockHost + ":" + u.Port(), "--env", "CLAUDE_CODE_MAX_RETRIES=1",
 		"--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
 		prompt: "scenario:tool please", env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t), "ANTHROPIC_API_KEY=sk-real-meter"}})

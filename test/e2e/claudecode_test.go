@@ -72,8 +72,19 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 		*end.Usage.InputTokens != *u.InputTokens || *end.Usage.OutputTokens != *u.OutputTokens {
 		t.Errorf("status tokens in %d out %d, end %v %v", *u.InputTokens, *u.OutputTokens, end.Usage.InputTokens, end.Usage.OutputTokens)
 	}
-	if len(srv.Ledger()) != 2 {
-		t.Errorf("the mock served %d calls, want 2", len(srv.Ledger()))
+	// Two complete calls of the main agent. claude-code may add a side
+	// call (a title, a classifier) or retry a stream that stalled under
+	// load; the stream accounts for those too (VerifyUsage above).
+	var main int
+	for _, c := range srv.Ledger() {
+		if c.Role == "main" && !c.Aborted {
+			main++
+		} else {
+			t.Logf("an extra call: %+v", c)
+		}
+	}
+	if main != 2 {
+		t.Errorf("the mock served %d complete calls of the main agent, want 2: %+v", main, srv.Ledger())
 	}
 	cost, err := strconv.ParseFloat(u.CostUSD, 64)
 	if err != nil || end.Usage.CostUSD == nil || cost != *end.Usage.CostUSD || cost <= 0 {
@@ -105,8 +116,9 @@ func TestClaudeCodeAgentRun(t *testing.T) {
 }
 
 // checkAgentSecurity: the agent container runs bubblewrap without
-// privilege: non-root, no capabilities, no escalation, only seccomp
-// relaxed (bubblewrap's namespaces need it), no API token.
+// privilege: non-root, no capabilities, no escalation, agentrun's
+// Localhost seccomp profile (the chart's DaemonSet put it on the node; it
+// allows bubblewrap's namespaces and mounts and nothing more), no API token.
 func checkAgentSecurity(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	if pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC {
@@ -134,8 +146,11 @@ func checkAgentSecurity(t *testing.T, pod *corev1.Pod) {
 		t.Error("the agent container allows privilege escalation")
 	case sc.Capabilities == nil || len(sc.Capabilities.Add) != 0 || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
 		t.Errorf("the agent container's capabilities %+v, want all dropped", sc.Capabilities)
-	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined:
-		t.Errorf("seccomp %+v", sc.SeccompProfile)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
+		sc.SeccompProfile.LocalhostProfile == nil || *sc.SeccompProfile.LocalhostProfile != "agentrun/bwrap.json":
+		t.Errorf("seccomp %+v, want Localhost agentrun/bwrap.json", sc.SeccompProfile)
+	case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type == corev1.AppArmorProfileTypeUnconfined:
+		t.Error("AppArmor Unconfined")
 	}
 }
 

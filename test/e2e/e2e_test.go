@@ -185,8 +185,9 @@ type agentRun struct {
 	keyEnv                                string            // the variable that gets the Secret's key
 	env                                   map[string]string // literal variables
 	ttlSeconds                            int               // spec.ttlSecondsAfterFinished; 0 leaves it unset
-	// credential passes the key as spec.credentials (to the mock) instead
-	// of spec.env: the agent gets a stand-in.
+	// credential passes the key as spec.credentials (to the mock, which
+	// speaks plain HTTP, so its host is declared http://) instead of
+	// spec.env: the agent gets a stand-in.
 	credential bool
 	// labels are the AgentRun's own labels (an AgentBudget's selector
 	// picks runs by them).
@@ -218,7 +219,7 @@ metadata:
     - name: %s
       valueFrom:
         secretKeyRef: {name: e2e-keys, key: key}
-      hosts: [%s:%d]
+      hosts: [http://%s:%d]
   env:
 `, a.keyEnv, mockHost, a.port)
 	} else {

@@ -39,7 +39,7 @@ func TestKubectlPlugin(t *testing.T) {
 	started := time.Now()
 	res := plugin(4*time.Minute, "run", "--runtime", "claude-code", "--model", "sonnet", "--name", name,
 		"--timeout", "5m", "--ttl", ttl.String(), "--label", "e2e.agentrun.dev/test="+name,
-		"--credential", "ANTHROPIC_API_KEY=e2e-keys/key@"+mock,
+		"--credential", "ANTHROPIC_API_KEY=e2e-keys/key@http://"+mock,
 		"--env", "ANTHROPIC_BASE_URL=http://"+mock, "--env", "CLAUDE_CODE_MAX_RETRIES=1",
 		"--add-host", mockHost+"="+nodeIP, "--allow-host", mock, "--allow-host", nodeIP+":"+strconv.Itoa(port),
 		"Please run the demo. scenario:parallel")

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,7 +221,9 @@ func TestProcessLimitStopsAForkBomb(t *testing.T) {
 
 func TestWorkspaceCannotBeTheMachineOrAHome(t *testing.T) {
 	forEachUser(t, func(t *testing.T, w *world) {
-		for _, cwd := range []string{"/", w.home, filepath.Dir(w.home)} {
+		for _, cwd := range []string{"/", w.home, filepath.Dir(w.home),
+			// system trees and shared scratch directories (finding 5)
+			"/usr/local/sbin", "/etc", "/var/lib", "/opt", "/run", "/tmp", "/var/tmp", "/dev/shm"} {
 			_, stderr, code := w.runRaw(t, []string{"--cwd", cwd}, "true")
 			if code != 125 || !strings.Contains(stderr, "pass --cwd with a project directory") {
 				t.Errorf("--cwd %s: exit %d, %s", cwd, code, stderr)
@@ -306,4 +309,286 @@ func TestRootCallerWorkspaceUnderAClosedDirectory(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, ws+"\nhi\nproject") || strings.Contains(stdout, "sibling-secret") {
 		t.Errorf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
+}
+
+// TestRunnerFilesBehindAliasesOfTheWorkspace: the runner's own files named
+// relative to the current directory (the workspace), through /proc/self/root
+// or through a link to the workspace must not follow a link an earlier
+// agent planted there: --events would truncate the host file, --env-file
+// would hand its content to the agent.
+func TestRunnerFilesBehindAliasesOfTheWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		victim := filepath.Join(w.outside, "victim")
+		if err := os.WriteFile(victim, []byte("HOST_SECRET="+secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(victim, w.u.uid, w.u.uid)
+		for _, name := range []string{"events.jsonl", "vars.env"} {
+			if err := os.Symlink(victim, filepath.Join(w.ws, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wslink := filepath.Join(w.outside, "wslink")
+		if err := os.Symlink(w.ws, wslink); err != nil {
+			t.Fatal(err)
+		}
+		forms := map[string]string{
+			"relative":        "%s",
+			"proc self root":  "/proc/self/root" + w.ws + "/%s",
+			"link to the ws":  wslink + "/%s",
+			"dot-dot in path": w.ws + "/../" + filepath.Base(w.ws) + "/%s",
+		}
+		for form, pattern := range forms {
+			for _, flag := range []string{"--events", "--env-file"} {
+				file := map[string]string{"--events": "events.jsonl", "--env-file": "vars.env"}[flag]
+				args := append(append([]string{}, w.u.prefix...), agentrun, "sandbox", flag, fmt.Sprintf(pattern, file), "--", "sh", "-c", "echo ${HOST_SECRET:-none}")
+				c := exec.Command(args[0], args[1:]...)
+				c.Dir = w.ws // no --cwd: the workspace is the current directory
+				c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+				out, _ := c.CombinedOutput()
+				if code := c.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(out), "symbolic link") {
+					t.Errorf("%s %s: exit %d, %s", flag, form, code, out)
+				}
+				if strings.Contains(string(out), secret) {
+					t.Errorf("%s %s: the host file reached the agent", flag, form)
+				}
+				if b, _ := os.ReadFile(victim); !strings.Contains(string(b), secret) {
+					t.Fatalf("%s %s: the host file was truncated: %q", flag, form, b)
+				}
+			}
+		}
+	})
+}
+
+// TestWorkspaceThroughAPlantedLink: an earlier run's agent replaced a
+// directory of its workspace with a link (rm -rf svc; ln -s /usr/local/sbin
+// svc); a later --cwd naming that directory must not make the link's
+// target the writable workspace.
+func TestWorkspaceThroughAPlantedLink(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		target := filepath.Join(w.outside, "keys") // a directory of the caller's, not a system one
+		for name, to := range map[string]string{"svc": "/usr/local/sbin", "lib": target} {
+			link := filepath.Join(w.ws, name)
+			if err := os.Symlink(to, link); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := w.runRaw(t, []string{"--cwd", link}, "sh", "-c", "echo x > planted-by-agent")
+			if code != 125 || !strings.Contains(stderr, "goes through the symbolic link "+link) || !strings.Contains(stderr, "pass --cwd with the real path") {
+				t.Errorf("--cwd %s (a link to %s): exit %d, %s", link, to, code, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(to, "planted-by-agent")); err == nil {
+				os.Remove(filepath.Join(to, "planted-by-agent"))
+				t.Errorf("the agent wrote into %s", to)
+			}
+		}
+		// The real path of a directory works.
+		if _, stderr, code := w.runRaw(t, []string{"--cwd", target}, "true"); code != 0 {
+			t.Errorf("--cwd %s: exit %d, %s", target, code, stderr)
+		}
+	})
+}
+
+// TestNoSetuidFilesInTheWorkspace: the workspace of a root caller is given
+// to the agent through an idmapped mount, so in a root-owned workspace
+// (as here for root) what the agent makes is root's on disk; a setuid copy
+// of a shell would be a root shell for anyone on the host. Every call that
+// sets the bits is refused, and none is left in the workspace.
+func TestNoSetuidFilesInTheWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		dir := filepath.Join(w.ws, "setid")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(dir, w.u.uid, w.u.uid)
+		o := w.run(t, nil, nil, probe, "setid", dir)
+		lines := strings.Split(o.stdout, "\n")
+		if len(lines) < 8 {
+			t.Fatalf("probe: %q %s", o.stdout, o.stderr)
+		}
+		for _, line := range lines {
+			if !strings.Contains(line, " denied: ") {
+				t.Errorf("%s", line)
+			}
+		}
+		_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s is %v on the host (owner %d)", p, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid)
+			}
+			return nil
+		})
+		// Plain modes still work, and a build's chmod +x.
+		if o := w.run(t, nil, nil, "sh", "-c", "cd "+dir+" && echo x > f && chmod 755 f && chmod u+x,g-w f && chmod 1777 . && mkdir d && chmod 750 d && echo OK"); o.stdout != "OK" {
+			t.Errorf("ordinary chmod: %q %s", o.stdout, o.stderr)
+		}
+	})
+}
+
+// TestNoDatagramPairToHostSockets is the review's /var/tmp/rev/c/dgram:
+// socket(AF_UNIX) is refused, but a datagram socketpair was not, and
+// sendto() or connect() with a filesystem address reaches any datagram
+// socket on the host (journald, /dev/log).
+func TestNoDatagramPairToHostSockets(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		sock := filepath.Join(w.outside, "log.sock")
+		l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		os.Chmod(sock, 0o777)
+		o := w.run(t, nil, nil, probe, "dgram", sock)
+		if !strings.HasPrefix(o.stdout, "denied: socketpair") {
+			t.Errorf("a datagram pair inside: %q", o.stdout)
+		}
+		l.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		buf := make([]byte, 100)
+		if n, _, err := l.ReadFrom(buf); err == nil {
+			t.Errorf("the host socket received %q from the sandbox", buf[:n])
+		}
+		if o := w.run(t, nil, nil, probe, "pairs"); o.stdout != "ok 1,5" {
+			t.Errorf("stream and seqpacket pairs must stay: %q", o.stdout)
+		}
+	})
+}
+
+// TestNoBPFOrPerf: bpf and perf_event_open are refused by the filter
+// (EPERM) before the kernel reads their arguments (EFAULT).
+func TestNoBPFOrPerf(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		want := fmt.Sprintf("bpf %d perf_event_open %d", unix.EPERM, unix.EPERM)
+		if o := w.run(t, nil, nil, probe, "kernel"); o.stdout != want {
+			t.Errorf("%q, want %q", o.stdout, want)
+		}
+	})
+}
+
+// TestRepositoryGitFilesAreReadOnly: .git need not be a directory at the
+// top of the workspace. In a linked worktree and in a submodule .git is a
+// file ("gitdir: PATH"): rewritten to point at a git directory of the
+// agent's with core.fsmonitor set, the host's next `git status` runs the
+// agent's command (as root for a root caller). A workspace that is a
+// subdirectory of a checkout has no .git at all, and one the agent makes
+// there takes over `git status` in it. Each attack is made inside; the
+// host then runs git where the user would.
+func TestRepositoryGitFilesAreReadOnly(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		git := func(dir string, args ...string) {
+			t.Helper()
+			c := exec.Command("git", append([]string{"-C", dir}, args...)...)
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_NOSYSTEM=1",
+				"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+		// A git directory of the agent's whose fsmonitor leaves a mark.
+		evil := func(dir, mark string) string {
+			return fmt.Sprintf(`mkdir -p %[1]s/objects %[1]s/refs && echo 'ref: refs/heads/main' > %[1]s/HEAD && `+
+				`printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch %[2]s; false"\n' > %[1]s/config`, dir, mark)
+		}
+		type attack struct {
+			name   string
+			setup  func(ws string) (cwd, gitCwd string) // the workspace, and where the user runs git
+			inside func(mark string) string
+		}
+		attacks := []attack{
+			{"linked worktree", func(ws string) (string, string) {
+				main := filepath.Join(w.outside, "main")
+				git(w.outside, "init", "-q", "-b", "main", main)
+				git(main, "commit", "-q", "--allow-empty", "-m", "x")
+				git(main, "worktree", "add", "-q", filepath.Join(ws, "wt"))
+				return filepath.Join(ws, "wt"), filepath.Join(ws, "wt")
+			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: evil\\n' > .git" }},
+			{"submodule", func(ws string) (string, string) {
+				git(ws, "init", "-q", "-b", "main")
+				os.MkdirAll(filepath.Join(ws, ".git", "modules", "sub"), 0o755)
+				os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+				os.WriteFile(filepath.Join(ws, "sub", ".git"), []byte("gitdir: ../.git/modules/sub\n"), 0o644)
+				return ws, filepath.Join(ws, "sub")
+			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: ../evil\\n' > sub/.git" }},
+			{"subdirectory of a checkout", func(ws string) (string, string) {
+				git(ws, "init", "-q", "-b", "main")
+				os.MkdirAll(filepath.Join(ws, "svc"), 0o755)
+				return filepath.Join(ws, "svc"), filepath.Join(ws, "svc")
+			}, func(mark string) string { return evil(".git", mark) }},
+		}
+		for i, a := range attacks {
+			ws := filepath.Join(w.ws, fmt.Sprintf("case%d", i))
+			os.Mkdir(ws, 0o755)
+			cwd, gitCwd := a.setup(ws)
+			chownAll(t, w.ws, w.u.uid)
+			chownAll(t, w.outside, w.u.uid)
+			mark := filepath.Join(w.outside, fmt.Sprintf("PWNED-%d", i))
+			_, stderr, code := w.runRaw(t, []string{"--cwd", cwd}, "sh", "-c", a.inside(mark)+" && echo DONE")
+			if code == 0 {
+				t.Errorf("%s: the agent's attack went through (%s)", a.name, stderr)
+			}
+			if code == 125 {
+				t.Fatalf("%s: the sandbox did not run: %s", a.name, stderr)
+			}
+			// The user's next git command on the host (root trusts any
+			// owner here, as a root caller in its own workspace would).
+			c := exec.Command("git", "-c", "safe.directory=*", "-C", gitCwd, "status", "--short")
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_NOSYSTEM=1"}
+			_ = c.Run()
+			if _, err := os.Stat(mark); err == nil {
+				t.Errorf("%s: git status on the host ran the agent's fsmonitor", a.name)
+			}
+		}
+		// The placeholder of the subdirectory case is gone after the run.
+		if _, err := os.Lstat(filepath.Join(w.ws, "case2", "svc", ".git")); err == nil {
+			t.Errorf("a .git stayed in the subdirectory after the run (the placeholder or the agent's)")
+		}
+		// --writable-git keeps today's meaning: nothing is protected.
+		ws := filepath.Join(w.ws, "case0", "wt")
+		if _, stderr, code := w.runRaw(t, []string{"--cwd", ws, "--writable-git"}, "sh", "-c", "echo x >> .git"); code != 0 {
+			t.Errorf("--writable-git: exit %d, %s", code, stderr)
+		}
+	})
+}
+
+// TestWorkspaceOwnersCredentialsAreDenied: root (or a user the project is
+// shared with) works in another user's project. That user's credentials are
+// as secret as the caller's own, and files such as ~/.npmrc are often
+// readable by all: the deny list covers the workspace owner's home too, and
+// that home itself is no workspace. The owner is a user of a private
+// /etc/passwd (unshare -m and a bind mount), so that the host's stays as it
+// is.
+func TestWorkspaceOwnersCredentialsAreDenied(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		const aliceUID = 4242
+		alice := filepath.Join(w.outside, "alice")
+		proj := filepath.Join(alice, "proj")
+		for rel, content := range map[string]string{".npmrc": secret, ".aws/credentials": secret, "proj/main.go": "package main"} {
+			p := filepath.Join(alice, rel)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chownAll(t, alice, aliceUID)
+		os.Chmod(proj, 0o777) // shared with the caller
+		hostPasswd, _ := os.ReadFile("/etc/passwd")
+		passwd := filepath.Join(w.outside, "passwd")
+		os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644)
+		run := func(cwd string, cmd ...string) (string, string, int) {
+			args := append([]string{"unshare", "-m", "--", "sh", "-c", `mount --bind "$0" /etc/passwd && exec "$@"`, passwd},
+				append(append(append([]string{}, w.u.prefix...), agentrun, "sandbox", "--cwd", cwd, "--"), cmd...)...)
+			c := exec.Command(args[0], args[1:]...)
+			c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+			var stdout, stderr bytes.Buffer
+			c.Stdout, c.Stderr = &stdout, &stderr
+			_ = c.Run()
+			return strings.TrimSpace(stdout.String()), stderr.String(), c.ProcessState.ExitCode()
+		}
+		for _, f := range []string{".npmrc", ".aws/credentials"} {
+			out, stderr, code := run(proj, probe, "read", filepath.Join(alice, f))
+			if code != 0 || !strings.HasPrefix(out, "denied:") {
+				t.Errorf("the workspace owner's %s: exit %d, %q %s", f, code, out, stderr)
+			}
+		}
+		if _, stderr, code := run(alice, "true"); code != 125 || !strings.Contains(stderr, "holds the home "+alice) {
+			t.Errorf("the workspace owner's home as workspace: exit %d, %s", code, stderr)
+		}
+	})
 }

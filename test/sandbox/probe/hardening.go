@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// sysFchmodat2 is fchmodat2, the same number on amd64 and arm64.
+const sysFchmodat2 = 452
 
 // hardeningVerb runs the verbs of the second attack round; false when verb
 // is not one of them.
@@ -20,8 +25,20 @@ import (
 //	probe keyring HEX       read every key of the session keyring, look for the secret
 //	probe socket FAM [PROTO]  open socket(FAM, ..., PROTO)
 //	probe forks N           start up to N sleeping children, report how many started
+//	probe setid DIR         try every call that could make a setuid or setgid file in DIR, one line each
+//	probe dgram PATH        socketpair(AF_UNIX, SOCK_DGRAM), then sendto and connect to the socket at PATH
+//	probe pairs             socketpair(AF_UNIX) of SOCK_STREAM and SOCK_SEQPACKET
+//	probe kernel            bpf and perf_event_open with no arguments: EPERM is the filter, EFAULT the kernel
 func hardeningVerb(verb, arg string, rest []string) bool {
 	switch verb {
+	case "setid":
+		fmt.Println(setid(arg))
+	case "dgram":
+		fmt.Println(dgram(arg))
+	case "pairs":
+		fmt.Println(pairs())
+	case "kernel":
+		fmt.Println(kernelCalls())
 	case "writable":
 		report("", unix.Access(arg, unix.W_OK))
 	case "keyring":
@@ -119,4 +136,139 @@ func forks(n int) string {
 	}
 	time.Sleep(10 * time.Millisecond)
 	return fmt.Sprintf("ok %d started", len(kids))
+}
+
+// setid tries each way to give a file S_ISUID or S_ISGID; every line is
+// "NAME ok" or "NAME denied: ERR".
+func setid(dir string) string {
+	at := int(unix.AT_FDCWD)
+	cwd := uintptr(at) // the kernel reads the int -100
+	path := func(name string) string { return dir + "/" + name }
+	ptr := func(p string) uintptr {
+		b, _ := unix.BytePtrFromString(p)
+		return uintptr(unsafe.Pointer(b))
+	}
+	var out []string
+	try := func(name string, call func() error) {
+		if err := call(); err != nil {
+			out = append(out, name+" denied: "+err.Error())
+		} else {
+			out = append(out, name+" ok")
+		}
+	}
+	plain := func(name string) string {
+		p := path(name)
+		_ = os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+		return p
+	}
+	// sys makes a raw call; a descriptor it returns is closed (close is
+	// harmless for the calls that return 0).
+	sys := func(nr uintptr, args ...uintptr) error {
+		var a [6]uintptr
+		copy(a[:], args)
+		r, _, e := unix.Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
+		if e != 0 {
+			return e
+		}
+		if r > 2 {
+			unix.Close(int(r))
+		}
+		return nil
+	}
+	try("fchmod", func() error {
+		f, err := os.Open(plain("fchmod"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return sys(unix.SYS_FCHMOD, f.Fd(), 0o4755)
+	})
+	try("fchmodat", func() error { return sys(unix.SYS_FCHMODAT, cwd, ptr(plain("fchmodat")), 0o2755) })
+	try("fchmodat2", func() error { return sys(sysFchmodat2, cwd, ptr(plain("fchmodat2")), 0o6755, 0) })
+	try("openat-creat", func() error {
+		return sys(unix.SYS_OPENAT, cwd, ptr(path("openat-creat")), unix.O_CREAT|unix.O_WRONLY, 0o4755)
+	})
+	try("openat-tmpfile", func() error {
+		fd, err := unix.Openat(at, dir, unix.O_TMPFILE|unix.O_WRONLY, 0o4755)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Linkat(at, fmt.Sprintf("/proc/self/fd/%d", fd), at, path("openat-tmpfile"), unix.AT_SYMLINK_FOLLOW)
+	})
+	try("mknodat", func() error { return sys(unix.SYS_MKNODAT, cwd, ptr(path("mknodat")), unix.S_IFREG|0o4755, 0) })
+	try("openat2", func() error {
+		fd, err := unix.Openat2(at, path("openat2"), &unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY, Mode: 0o4755})
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	})
+	for _, c := range legacyCalls(path, plain, ptr, sys) {
+		try(c.name, c.call)
+	}
+	// What a person would type.
+	try("cp-chmod", func() error {
+		b, err := exec.Command("sh", "-c", "cp /bin/sh "+path("rootsh")+" && chmod 6755 "+path("rootsh")).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v %s", err, strings.TrimSpace(string(b)))
+		}
+		return nil
+	})
+	return strings.Join(out, "\n")
+}
+
+// dgram is the review's /var/tmp/rev/c/dgram: a datagram pair is not bound
+// to its peer, so it can send to any datagram socket it can name.
+func dgram(target string) string {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return "denied: socketpair: " + err.Error()
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	addr := &unix.SockaddrUnix{Name: target}
+	if err := unix.Sendto(fds[0], []byte("hello from inside the sandbox"), 0, addr); err == nil {
+		return "ok sent"
+	}
+	if err := unix.Connect(fds[1], addr); err != nil {
+		return "denied: connect: " + err.Error()
+	}
+	if _, err := unix.Write(fds[1], []byte("second")); err != nil {
+		return "denied: send: " + err.Error()
+	}
+	return "ok sent after connect"
+}
+
+func pairs() string {
+	var out []string
+	for _, typ := range []int{unix.SOCK_STREAM, unix.SOCK_SEQPACKET} {
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return "denied: " + err.Error()
+		}
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		out = append(out, strconv.Itoa(typ))
+	}
+	return "ok " + strings.Join(out, ",")
+}
+
+// kernelCalls calls bpf and perf_event_open with a null attribute: the
+// kernel answers EFAULT (or EPERM where a sysctl closes them to users), the
+// filter EPERM before the kernel looks.
+func kernelCalls() string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		nr   uintptr
+		args [5]uintptr
+	}{
+		{"bpf", unix.SYS_BPF, [5]uintptr{0, 0, 0}},
+		{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, [5]uintptr{0, 0, ^uintptr(0), ^uintptr(0), 0}},
+	} {
+		_, _, e := unix.Syscall6(c.nr, c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], 0)
+		out = append(out, fmt.Sprintf("%s %d", c.name, int(e)))
+	}
+	return strings.Join(out, " ")
 }
