@@ -165,7 +165,8 @@ func TestClusterValues(t *testing.T) {
 	if len(c) != 1 {
 		t.Fatalf("containers %d", len(c))
 	}
-	if c[0].ImagePullPolicy != "Never" || !slices.Contains(c[0].Args, "--runner-image-pull-policy=Never") {
+	if c[0].ImagePullPolicy != "Never" || !slices.Contains(c[0].Args, "--runner-image-pull-policy=Never") ||
+		!slices.Contains(c[0].Args, "--agent-requests=cpu=10m,memory=64Mi") {
 		t.Errorf("pull policies: %s %v", c[0].ImagePullPolicy, c[0].Args)
 	}
 	env := map[string]string{}
@@ -223,6 +224,7 @@ func TestChartMatchesGeneratedManifests(t *testing.T) {
 		t.Error("the manager needs get on pods/log to read a cut result from the event log")
 	}
 	for _, copied := range [][2]string{
+		{"charts/agentrun/files/agentrun.dev_agentbudgets.yaml", "config/crd/bases/agentrun.dev_agentbudgets.yaml"},
 		{"charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml", "config/crd/bases/agentrun.dev_agentrunpolicies.yaml"},
 		{"charts/agentrun/files/admission-policy.yaml", "config/policy/admission_policy.yaml"},
 	} {
@@ -232,44 +234,47 @@ func TestChartMatchesGeneratedManifests(t *testing.T) {
 	}
 }
 
-// TestCRDIsATemplate: the chart renders the AgentRun CRD as a template (so
-// `helm upgrade` upgrades it; Helm never upgrades crds/), exactly as
-// generated plus the release's labels and resource-policy keep
-// (uninstalling the release leaves the CRD and so the runs' records);
-// crds.install=false leaves it out.
+// TestCRDIsATemplate: the chart renders the AgentRun and AgentBudget CRDs
+// as templates (so `helm upgrade` upgrades them; Helm never upgrades
+// crds/), exactly as generated plus the release's labels and
+// resource-policy keep (uninstalling the release leaves the CRDs and so the
+// runs' records and the budgets' spend);
+// crds.install=false leaves them out.
 func TestCRDIsATemplate(t *testing.T) {
 	r := root(t)
 	if _, err := os.Stat(filepath.Join(r, "charts", "agentrun", "crds", "agentrun.dev_agentruns.yaml")); err == nil {
 		t.Error("charts/agentrun/crds holds the AgentRun CRD: Helm would install it once and then never upgrade it")
 	}
 	objs := docs(t, helm(t, "template", "ar", "charts/agentrun", "--namespace", "x", "--kube-version", "1.34.0"))
-	crd := find(objs, "CustomResourceDefinition", "agentruns.agentrun.dev")
-	if crd == nil {
-		t.Fatal("no CRD in the rendered chart")
-	}
-	md := crd["metadata"].(map[string]any)
-	annotations, _ := md["annotations"].(map[string]any)
-	labels, _ := md["labels"].(map[string]any)
-	if annotations["helm.sh/resource-policy"] != "keep" || labels["app.kubernetes.io/managed-by"] != "Helm" {
-		t.Errorf("CRD metadata %v", md)
-	}
-	delete(annotations, "helm.sh/resource-policy")
-	delete(md, "labels")
-	b, err := os.ReadFile(filepath.Join(r, "config", "crd", "bases", "agentrun.dev_agentruns.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var generated map[string]any
-	if err := yaml.Unmarshal(b, &generated); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(crd, generated) {
-		got, _ := yaml.Marshal(crd)
-		t.Errorf("the rendered CRD is not the generated one:\n%.2000s", got)
-	}
 	off := docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0", "--set", "crds.install=false"))
-	if find(off, "CustomResourceDefinition", "agentruns.agentrun.dev") != nil {
-		t.Error("crds.install=false still renders the CRD")
+	for _, name := range []string{"agentruns", "agentbudgets"} {
+		crd := find(objs, "CustomResourceDefinition", name+".agentrun.dev")
+		if crd == nil {
+			t.Fatalf("no %s CRD in the rendered chart", name)
+		}
+		md := crd["metadata"].(map[string]any)
+		annotations, _ := md["annotations"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		if annotations["helm.sh/resource-policy"] != "keep" || labels["app.kubernetes.io/managed-by"] != "Helm" {
+			t.Errorf("%s CRD metadata %v", name, md)
+		}
+		delete(annotations, "helm.sh/resource-policy")
+		delete(md, "labels")
+		b, err := os.ReadFile(filepath.Join(r, "config", "crd", "bases", "agentrun.dev_"+name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var generated map[string]any
+		if err := yaml.Unmarshal(b, &generated); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(crd, generated) {
+			got, _ := yaml.Marshal(crd)
+			t.Errorf("the rendered %s CRD is not the generated one:\n%.2000s", name, got)
+		}
+		if find(off, "CustomResourceDefinition", name+".agentrun.dev") != nil {
+			t.Errorf("crds.install=false still renders the %s CRD", name)
+		}
 	}
 }
 

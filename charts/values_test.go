@@ -125,7 +125,7 @@ func TestChartValues(t *testing.T) {
 		check func(t *testing.T, r rendered)
 	}{
 		{"defaults", nil, func(t *testing.T, r rendered) {
-			if got := r.all("ClusterRole"); !slices.Equal(got, []string{"ar-manager", "ar-manager-editor", "ar-manager-metrics-auth", "ar-manager-metrics-reader", "ar-manager-viewer"}) {
+			if got := r.all("ClusterRole"); !slices.Equal(got, []string{"ar-manager", "ar-manager-budget-admin", "ar-manager-editor", "ar-manager-metrics-auth", "ar-manager-metrics-reader", "ar-manager-viewer"}) {
 				t.Errorf("ClusterRoles %v", got)
 			}
 			if got := r.all("Role"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election"}) {
@@ -143,13 +143,16 @@ func TestChartValues(t *testing.T) {
 				}
 			}
 			args := r.managerArgs(t)
-			for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--runner-image=agentrun-runner:" + version} {
+			for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--runner-image=agentrun-runner:" + version,
+				"--live-progress=true", "--live-port=8788", "--live-usage-interval=5s", "--live-progress-interval=30s", "--live-max-connections=4096",
+				"--budget-status-interval=5s", "--agent-requests=cpu=250m,memory=512Mi"} {
 				if !slices.Contains(args, want) {
 					t.Errorf("manager args %v lack %s", args, want)
 				}
 			}
 			for _, a := range args {
-				if strings.HasPrefix(a, "--watch-namespaces") || strings.HasPrefix(a, "--metrics-cert-path") {
+				if strings.HasPrefix(a, "--watch-namespaces") || strings.HasPrefix(a, "--metrics-cert-path") || strings.HasPrefix(a, "--prices") ||
+					strings.HasPrefix(a, "--agent-limits") {
 					t.Errorf("manager arg %s by default", a)
 				}
 			}
@@ -166,9 +169,39 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("metrics-auth rules lack %s:\n%s", want, auth)
 				}
 			}
+			admin := r.get(t, "ClusterRole", "ar-manager-budget-admin")
+			if field(admin, "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-admin") != "true" ||
+				!strings.Contains(asYAML(t, admin["rules"]), "agentbudgets") {
+				t.Errorf("budget admin role %s", asYAML(t, admin))
+			}
+			if editor := asYAML(t, r.get(t, "ClusterRole", "ar-manager-editor")["rules"]); !strings.Contains(editor, "agentbudgets") {
+				t.Errorf("the editors cannot read budgets:\n%s", editor)
+			}
 			if n := field(r.get(t, "CustomResourceDefinition", "agentruns.agentrun.dev"), "spec", "versions", 0, "schema", "openAPIV3Schema",
 				"properties", "spec", "properties", "network", "default"); !reflect.DeepEqual(n, map[string]any{"mode": "full"}) {
 				t.Errorf("spec.network default %v, want the generated {mode: full}", n)
+			}
+		}},
+		{"prices, agent resources and live settings", []string{"--set-json", `prices={"gpt-5.5":{"input":1.25,"output":10},"deepseek-*":{"input":0.27}}`,
+			"--set-json", `runner.resources={"requests":{"cpu":"1","memory":"2Gi"},"limits":{"memory":"8Gi"}}`,
+			"--set", "live.usageInterval=2s", "--set", "live.port=9000", "--set", "aggregateBudgetAdmin=false"}, func(t *testing.T, r rendered) {
+			args := r.managerArgs(t)
+			for _, want := range []string{`--prices={"deepseek-*":{"input":0.27},"gpt-5.5":{"input":1.25,"output":10}}`,
+				"--agent-requests=cpu=1,memory=2Gi", "--agent-limits=memory=8Gi", "--live-usage-interval=2s", "--live-port=9000"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("manager args %v lack %s", args, want)
+				}
+			}
+			if l := field(r.get(t, "ClusterRole", "ar-manager-budget-admin"), "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-admin"); l != nil {
+				t.Errorf("aggregateBudgetAdmin=false still aggregates the budget admin role: %v", l)
+			}
+		}},
+		{"live progress off", []string{"--set", "live.enabled=false", "--set", "networkPolicy.agents.enabled=true", "--set", "networkPolicy.agents.namespaces={ci}"}, func(t *testing.T, r rendered) {
+			if args := r.managerArgs(t); !slices.Contains(args, "--live-progress=false") {
+				t.Errorf("manager args %v", args)
+			}
+			if in := field(r.get(t, "NetworkPolicy", "ci/ar-agents"), "spec", "ingress"); in != nil {
+				t.Errorf("without live progress the agents still take ingress: %v", in)
 			}
 		}},
 		{"image tags", []string{"--set", "image.tag=1.2.3", "--set", "runner.repository=registry.example.com/agentrun-runner", "--set", "runner.tag=1.2.4"}, func(t *testing.T, r rendered) {
@@ -311,6 +344,8 @@ ingress:
     from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
   - ports: [{port: 8081, protocol: TCP}]
 egress:
+  - to: [{namespaceSelector: {}, podSelector: {matchLabels: {app.kubernetes.io/managed-by: agentrun, app.kubernetes.io/component: agent}}}]
+    ports: [{port: 8788, protocol: TCP}]
   - to: [{ipBlock: {cidr: 10.0.0.10/32}}]
     ports: [{port: 6443, protocol: TCP}]
   - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}]
@@ -328,6 +363,10 @@ egress:
 			want := fromYAML(t, `
 podSelector: {matchLabels: {app.kubernetes.io/managed-by: agentrun, app.kubernetes.io/component: agent}}
 policyTypes: [Ingress, Egress]
+ingress:
+  - from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: agentrun-system}},
+      podSelector: {matchLabels: {app.kubernetes.io/name: agentrun, app.kubernetes.io/instance: ar, app.kubernetes.io/component: manager}}}]
+    ports: [{port: 8788, protocol: TCP}]
 egress:
   - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}]
     ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]
@@ -453,6 +492,10 @@ func TestChartRefusesValues(t *testing.T) {
 		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},
 		{"egress without ports", []string{"--set", "networkPolicy.agents.namespaces={ci}", "--set-json", `networkPolicy.agents.allowedEgress=[{"cidr":"10.0.0.0/8"}]`}, "missing property 'ports'"},
 		{"certificate without HTTPS", []string{"--set", "metrics.secure=false", "--set", "metrics.certSecret=tls"}, "/metrics/certSecret"},
+		{"negative price", []string{"--set-json", `prices={"m":{"input":-1}}`}, "/prices/m/input"},
+		{"unknown price kind", []string{"--set-json", `prices={"m":{"inputs":1}}`}, "additional properties 'inputs' not allowed"},
+		{"bad resource quantity", []string{"--set", "runner.resources.requests.cpu=lots"}, "/runner/resources/requests/cpu"},
+		{"bad live interval", []string{"--set", "live.usageInterval=soon"}, "/live/usageInterval"},
 		{"AppArmor through the Security Profiles Operator", []string{"--set", "sandboxProfiles.installer=security-profiles-operator", "--set", "sandboxProfiles.appArmor.enabled=true"}, "cannot express bubblewrap's user namespaces"},
 		{"unknown profile installer", []string{"--set", "sandboxProfiles.installer=ansible"}, "/sandboxProfiles/installer"},
 		{"seccomp profile in another syntax", []string{"--set", "sandboxProfiles.seccompProfile=Localhost"}, "/sandboxProfiles/seccompProfile"},

@@ -46,6 +46,7 @@ func TestDefaultBuilds(t *testing.T) {
 	}
 	for _, want := range []string{
 		"CustomResourceDefinition/agentruns.agentrun.dev", "CustomResourceDefinition/agentrunpolicies.agentrun.dev",
+		"CustomResourceDefinition/agentbudgets.agentrun.dev", "ClusterRole/agentrun-budget-admin",
 		"Namespace/agentrun-system", "ServiceAccount/agentrun-manager",
 		"ClusterRole/agentrun-manager", "ClusterRoleBinding/agentrun-manager", "Role/agentrun-leader-election",
 		"RoleBinding/agentrun-leader-election", "Deployment/agentrun-manager", "Service/agentrun-manager-metrics",
@@ -93,9 +94,11 @@ func TestImagesByVersionTag(t *testing.T) {
 
 // TestManagerRBACIsLeast: the manager may read AgentRuns (never delete
 // them: they are the runs' records) and write their status, create and
-// delete Jobs, patch Pods (the harvest finalizer) and delete them (to
-// cancel a run), read pods/log, write Events and list them (a Job's
-// FailedCreate, for PodRejected); nothing else, and never Secrets.
+// delete Jobs, patch Pods (the harvest finalizer, the reason of a stop)
+// and delete them (to cancel a run or stop it for its budget), read
+// pods/log, write Events and list them (a Job's FailedCreate, for
+// PodRejected), and read AgentBudgets and write their status; nothing
+// else, and never Secrets.
 func TestManagerRBACIsLeast(t *testing.T) {
 	var role struct {
 		Rules []struct {
@@ -122,10 +125,14 @@ func TestManagerRBACIsLeast(t *testing.T) {
 	want := map[string]string{
 		"agentrun.dev/agentruns":        "get,list,watch",
 		"agentrun.dev/agentruns/status": "get,patch,update",
-		"batch/jobs":                    "create,delete,get,list,watch",
-		"/pods":                         "delete,get,list,patch,watch",
-		"/pods/log":                     "get",
-		"/events":                       "create,list,patch",
+		// Budgets: read, and their status kept; never their spec, which
+		// is the admins'.
+		"agentrun.dev/agentbudgets":        "get,list,watch",
+		"agentrun.dev/agentbudgets/status": "get,patch,update",
+		"batch/jobs":                       "create,delete,get,list,watch",
+		"/pods":                            "delete,get,list,patch,watch",
+		"/pods/log":                        "get",
+		"/events":                          "create,list,patch",
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -7,7 +7,11 @@
 // Files by concern: agentrun_controller.go (Reconcile, the scope, set-up),
 // agentrun_phases.go (the phase functions), agentrun_status.go (pure
 // functions: outcome, status, conditions, events), job.go (the Job, a pure
-// function of the spec), logs.go (the log reader), metrics.go.
+// function of the spec), logs.go (the log reader), metrics.go; live.go and
+// agentrun_live.go (the live progress of running runs), prices.go (cost
+// estimates), agentrun_budget.go (budgets as the AgentRun reconciler sees
+// them: holding new runs, stopping running ones), budget_controller.go and
+// budget_status.go (the AgentBudget reconciler and its pure functions).
 package controllers
 
 import (
@@ -23,12 +27,14 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -54,6 +60,16 @@ type AgentRunReconciler struct {
 	Graces    Graces
 	// MaxConcurrentReconciles defaults to 4.
 	MaxConcurrentReconciles int
+	// Live reads running runs' live progress from their Pods; nil: status
+	// gets usage and counters at the end only.
+	Live *Live
+	// LiveIntervals bound the live status writes per run
+	// (DefaultLiveIntervals when zero).
+	LiveIntervals LiveIntervals
+	// Prices estimate the cost of usage whose runtime reported none.
+	Prices Prices
+
+	spendCounter *spendCounter
 }
 
 // scope is everything one reconcile reads, read once, and what it decided.
@@ -76,6 +92,10 @@ type scope struct {
 	created bool
 	events  []event
 	requeue time.Duration
+	// hold keeps the run from getting its Job (a spent budget).
+	hold *hold
+	// liveWrite is the live progress this status write carries.
+	liveWrite *liveWritten
 }
 
 // requeueAfter asks to look again within d (the earliest request wins).
@@ -94,6 +114,7 @@ func (s *scope) requeueAfter(d time.Duration) {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentbudgets,verbs=get;list;watch
 
 // Reconcile brings one AgentRun a step closer to its end: the Job, then the
 // Pod, then the harvest, then a cancel; one status write; then what follows
@@ -112,6 +133,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.forgetDeleted(req.NamespacedName)
 			return ctrl.Result{}, r.releaseOrphans(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
@@ -129,7 +151,8 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return r.writeStatus(ctx, s)
 	}
-	for _, phase := range []func(context.Context, *scope) error{r.reconcileJob, r.reconcilePod, r.reconcileRejection, r.reconcileHarvest, r.reconcileCancel} {
+	for _, phase := range []func(context.Context, *scope) error{r.reconcileAdmission, r.reconcileJob, r.reconcilePod,
+		r.reconcileRejection, r.reconcileHarvest, r.reconcileCancel, r.reconcileBudgetStop, r.reconcileLive} {
 		if err := phase(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -177,6 +200,7 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 	run := s.run
 	old := run.Status
 	st := computeStatus(old, run.Generation, s.obs, s.outcome)
+	st = r.completeStatus(s, old, st)
 	if !equality.Semantic.DeepEqual(old, st) {
 		base := run.DeepCopy()
 		run.Status = st
@@ -185,6 +209,7 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 			return ctrl.Result{}, err
 		}
 	}
+	r.statusWritten(s, old, st)
 	for _, e := range append(s.events, computeEvents(old, st)...) {
 		r.Recorder.Event(run, e.Type, e.Reason, e.Message)
 	}
@@ -211,7 +236,8 @@ func CacheOptions() cache.Options {
 }
 
 // SetupWithManager reads as the flow: AgentRuns own Jobs, whose Pods are
-// watched too.
+// watched too; a budget that becomes spent or has room again, and a
+// running run's live progress, bring runs back.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -219,17 +245,49 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Graces == (Graces{}) {
 		r.Graces = DefaultGraces
 	}
+	r.spendCounter = newSpendCounter(r.Prices.Models())
+	reader := client.Reader(mgr.GetCache())
+	state.reader.Store(&reader)
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {
 		n = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	budgets, budgetFlips := r.budgetChanges()
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: n}).
+		Watches(&v1alpha1.AgentBudget{}, budgets, builder.WithPredicates(budgetFlips))
+	if r.Live != nil {
+		if err := mgr.Add(r.Live); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(r.Live.Events(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: n}).
 		Named("agentrun").
 		Complete(r)
+}
+
+func (r *AgentRunReconciler) spend() *spendCounter {
+	if r.spendCounter == nil {
+		r.spendCounter = newSpendCounter(r.Prices.Models())
+	}
+	return r.spendCounter
+}
+
+// forgetDeleted stops reading a deleted run's live progress and counts
+// what its last document held beyond its status: the spend of a run
+// deleted mid-flight is counted, once.
+func (r *AgentRunReconciler) forgetDeleted(key types.NamespacedName) {
+	if r.Live == nil {
+		return
+	}
+	uid, doc := r.Live.ForgetName(key)
+	if doc == nil {
+		return
+	}
+	r.spend().deleted(uid, estimateCost(statusUsage(doc.Usage), r.Prices))
 }
 
 // podToRun maps a Pod to its AgentRun.

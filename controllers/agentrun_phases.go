@@ -41,6 +41,10 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		// Cancelled before it had a Job: it never gets one.
 		return nil
 	}
+	if s.hold != nil && run.Status.JobName == "" {
+		// A spent budget holds it (reconcileAdmission).
+		return nil
+	}
 	if run.Status.JobName != "" {
 		// Created before: the cache may lag, so ask the API server.
 		job := &batchv1.Job{}
@@ -146,7 +150,7 @@ func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) err
 		}
 	}
 	oc, recheck := computeOutcome(s.obs, r.Graces)
-	s.outcome = oc
+	s.outcome = refineOutcome(s.obs, oc)
 	s.requeueAfter(recheck)
 	return nil
 }
@@ -223,11 +227,11 @@ func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) error
 	if job == nil || job.DeletionTimestamp != nil || !metav1.IsControlledBy(job, s.run) {
 		return nil
 	}
-	if !jobFinished(job) && (!agentEnded(s.pods) || hasOtherPods(s.pods, s.run.Status.PodName)) {
+	if !jobFinished(job) && (!agentEnded(s.pods) || hasOtherPods(s.pods, s.run.Status.PodName) || jobSuspended(job)) {
 		// A Job whose Pod cannot start (or is gone) would otherwise keep
-		// trying until its deadline, and one that made a second Pod (a
-		// Job suspended and resumed by a queue) would run the agent
-		// again: the run has ended, so the Job goes.
+		// trying until its deadline, and one that made a second Pod, or
+		// that a queue suspended and would resume (a preempted run),
+		// would run the agent again: the run has ended, so the Job goes.
 		_, err := r.deleteJob(ctx, job)
 		return err
 	}

@@ -637,7 +637,11 @@ type event struct {
 func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
 	var out []event
 	if old.Phase != st.Phase && st.Phase == v1alpha1.PhaseQueued {
-		out = append(out, event{corev1.EventTypeNormal, "Queued", "the Job " + st.JobName + " is suspended until a queue admits it"})
+		if msg, held := holdDetail(st); held {
+			out = append(out, event{corev1.EventTypeNormal, ReasonBudgetExhausted, msg})
+		} else {
+			out = append(out, event{corev1.EventTypeNormal, "Queued", "the Job " + st.JobName + " is suspended until a queue admits it"})
+		}
 	}
 	if old.StartTime == nil && st.StartTime != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Started", "the agent started in Pod " + st.PodName})

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -689,43 +688,5 @@ func TestParseLogEnd(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tt.wantErr)
 			}
 		})
-	}
-}
-
-func TestRecordEnd(t *testing.T) {
-	run := newRun("m", nil)
-	run.Spec.Runtime = v1alpha1.RuntimeCodex
-	run.Status = v1alpha1.AgentRunStatus{EndStatus: "finished", Usage: &v1alpha1.Usage{
-		TokenCounts: v1alpha1.TokenCounts{InputTokens: ptr.To[int64](100), OutputTokens: ptr.To[int64](10), CostUSD: "0.5"},
-		ByModel:     map[string]v1alpha1.TokenCounts{"gpt-6": {InputTokens: ptr.To[int64](60), OutputTokens: ptr.To[int64](10), CostUSD: "0.25"}},
-	}}
-	metrics := []func() float64{
-		func() float64 { return testutil.ToFloat64(runsTotal.WithLabelValues("codex", "finished", "Finished")) },
-		func() float64 { return testutil.ToFloat64(tokensTotal.WithLabelValues("codex", "gpt-6", "input")) },
-		func() float64 { return testutil.ToFloat64(tokensTotal.WithLabelValues("codex", "unknown", "input")) },
-		func() float64 { return testutil.ToFloat64(costTotal.WithLabelValues("codex", "gpt-6")) },
-		func() float64 { return testutil.ToFloat64(costTotal.WithLabelValues("codex", "unknown")) },
-	}
-	before := make([]float64, len(metrics))
-	for i, m := range metrics {
-		before[i] = m()
-	}
-	recordEnd(run, "Finished")
-	// Counters are global: compare what this run added.
-	checks := []struct {
-		got  float64
-		want float64
-		what string
-	}{
-		{metrics[0]() - before[0], 1, "runs"},
-		{metrics[1]() - before[1], 60, "gpt-6 input"},
-		{metrics[2]() - before[2], 40, "rest of input under unknown"},
-		{metrics[3]() - before[3], 0.25, "gpt-6 cost"},
-		{metrics[4]() - before[4], 0.25, "rest of cost"},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
-		}
 	}
 }

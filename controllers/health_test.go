@@ -125,6 +125,18 @@ func healthStates(t *testing.T) []healthState {
 			observation{Now: now, Cancel: true, Job: queuedJob})), failed, degraded, failed},
 		{"cancelled before its Job", asServed(t, 2, written(v1alpha1.AgentRunStatus{}, 2, observation{Now: now, Cancel: true})),
 			failed, degraded, failed},
+		{"held by a spent budget", asServed(t, 1, applyHold(written(v1alpha1.AgentRunStatus{}, 1, observation{Now: now}),
+			hold{Reason: ReasonBudgetExhausted, Message: "AgentBudget b is spent"}, 1, now)), inProgress, progressing, inProgress},
+		{"stopped for a budget", asServed(t, 1, func() v1alpha1.AgentRunStatus {
+			obs := observation{Now: now, Started: true, Job: testJob(nil), Summary: endSummary(events.StatusInterrupted, "partial"),
+				Pod: testPod(func(p *corev1.Pod) {
+					agentTerminated(130, "Error", "")(p)
+					deletedAt(t0, 30)(p)
+					p.Annotations = map[string]string{AnnotationStopReason: ReasonBudgetExceeded, AnnotationStopMessage: "AgentBudget b is spent"}
+				})}
+			oc, _ := computeOutcome(obs, DefaultGraces)
+			return computeStatus(running, 1, obs, refineOutcome(obs, oc))
+		}()), failed, degraded, failed},
 		{"cancel set after the end, not yet observed", asServed(t, 2, succeeded), inProgress, progressing, inProgress},
 		{"cancel set after the end, observed", asServed(t, 2, written(succeeded, 2, observation{Now: now.Add(time.Hour), Cancel: true})),
 			current, healthy, current},

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/progress"
 )
 
 // Labels, annotations and the finalizer the controller puts on the Job and
@@ -47,6 +48,7 @@ const (
 	sharedDir        = "/agentrun"
 	EventsFile       = sharedDir + "/events.jsonl"
 	RawFile          = sharedDir + "/raw.jsonl"
+	MeterFile        = sharedDir + "/meter.json"
 	workspaceVolume  = "workspace"
 	WorkspaceDir     = "/workspace"
 	sessionsVolume   = "sessions"
@@ -99,6 +101,14 @@ type JobConfig struct {
 	// sandbox (the chart's Localhost agentrun-bwrap on AppArmor nodes);
 	// nil leaves the runtime's default.
 	SandboxAppArmor *corev1.AppArmorProfile
+	// ProgressPort is where the events sidecar serves the live progress
+	// (progress.DefaultPort when 0).
+	ProgressPort int32
+	// AgentResources are the agent container's requests and limits when
+	// the AgentRun sets none for a resource (the chart's
+	// runner.resources), so that a queue such as Kueue counts the run
+	// against its quota.
+	AgentResources corev1.ResourceRequirements
 }
 
 // JobName is the AgentRun's Job: its own name when that is a valid Job name
@@ -239,9 +249,7 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          agentSecurityContext(spec, cfg),
 	}
-	if o.Resources != nil {
-		agent.Resources = *o.Resources
-	}
+	agent.Resources = agentResources(cfg.AgentResources, o.Resources)
 
 	events := corev1.Container{
 		Name:            EventsContainer,
@@ -251,7 +259,10 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		// --linger: after end, wait for the kubelet's SIGTERM (sent when
 		// the agent container exits) instead of exiting at once, which
 		// would make the kubelet restart the sidecar and replay the log.
-		Args:          []string{"tail", "--linger", "60s", EventsFile},
+		// --progress-addr: the live progress the manager reads (README.md,
+		// "Live usage: how it reaches status, and why").
+		Args:          sidecarArgs(spec, progressPort(cfg)),
+		Ports:         []corev1.ContainerPort{{Name: progress.PortName, ContainerPort: progressPort(cfg), Protocol: corev1.ProtocolTCP}},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		VolumeMounts:  []corev1.VolumeMount{{Name: sharedVolume, MountPath: sharedDir, ReadOnly: true}},
 		Resources: corev1.ResourceRequirements{
@@ -293,6 +304,65 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 			FSGroup:      ptr.To[int64](runnerUID),
 		},
 	}
+}
+
+func progressPort(cfg JobConfig) int32 {
+	if cfg.ProgressPort > 0 {
+		return cfg.ProgressPort
+	}
+	return progress.DefaultPort
+}
+
+// sidecarArgs are the events container's arguments. The meter file exists
+// only for runs with credentials (the runner's filter proxy meters their
+// model calls).
+func sidecarArgs(spec v1alpha1.AgentRunSpec, port int32) []string {
+	a := []string{"tail", "--linger", "60s", "--progress-addr", ":" + strconv.Itoa(int(port))}
+	if len(spec.Credentials) > 0 {
+		a = append(a, "--meter-file", MeterFile)
+	}
+	return append(a, EventsFile)
+}
+
+// agentResources are the run's own resources where it sets them, and the
+// manager's defaults for the rest. A default request above the run's own
+// limit is left out (the API server then requests the limit), and so is a
+// default limit below the run's own request: either would make the Pod
+// invalid.
+func agentResources(defaults corev1.ResourceRequirements, own *corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *defaults.DeepCopy()
+	if own == nil {
+		return out
+	}
+	own = own.DeepCopy()
+	for name, q := range own.Limits {
+		if out.Limits == nil {
+			out.Limits = corev1.ResourceList{}
+		}
+		out.Limits[name] = q
+		if r, ok := out.Requests[name]; ok && r.Cmp(q) > 0 {
+			delete(out.Requests, name)
+		}
+	}
+	for name, q := range own.Requests {
+		if out.Requests == nil {
+			out.Requests = corev1.ResourceList{}
+		}
+		out.Requests[name] = q
+		if l, ok := out.Limits[name]; ok && q.Cmp(l) > 0 {
+			if _, own := own.Limits[name]; !own {
+				delete(out.Limits, name) // a default limit below the run's own request
+			}
+		}
+	}
+	out.Claims = own.Claims
+	if len(out.Requests) == 0 {
+		out.Requests = nil
+	}
+	if len(out.Limits) == 0 {
+		out.Limits = nil
+	}
+	return out
 }
 
 // agentSecurityContext is what bubblewrap needs and nothing more
@@ -457,6 +527,12 @@ func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
 	}
 	if spec.UpstreamCA != nil {
 		a = append(a, "--upstream-ca", upstreamCAFile)
+	}
+	if len(spec.Credentials) > 0 {
+		// The proxy's meter, live: the events sidecar serves it with the
+		// progress, so budgets see what the agent's CLI cannot
+		// under-report.
+		a = append(a, "--meter-file", MeterFile)
 	}
 	if s := spec.Session; s != nil && s.ClaimName != "" {
 		a = append(a, "--session-dir", SessionsDir)

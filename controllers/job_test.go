@@ -74,7 +74,7 @@ func TestAgentArgs(t *testing.T) {
 			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full",
 			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,http://gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
-			"--", "fix the failing test"}},
+			"--meter-file", "/agentrun/meter.json", "--", "fix the failing test"}},
 		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
 			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "$(AGENTRUN_PROMPT)"}},
@@ -199,7 +199,8 @@ func TestBuildJob(t *testing.T) {
 	ev, agent := pod.InitContainers[0], pod.Containers[0]
 	check("sidecar name", ev.Name, EventsContainer)
 	check("sidecar restartPolicy", *ev.RestartPolicy, corev1.ContainerRestartPolicyAlways)
-	check("sidecar args", ev.Args, []string{"tail", "--linger", "60s", EventsFile})
+	check("sidecar args", ev.Args, []string{"tail", "--linger", "60s", "--progress-addr", ":8788", EventsFile})
+	check("sidecar progress port", ev.Ports, []corev1.ContainerPort{{Name: "progress", ContainerPort: 8788, Protocol: corev1.ProtocolTCP}})
 	check("sidecar mount read-only", ev.VolumeMounts[0].ReadOnly, true)
 	check("agent name", agent.Name, AgentContainer)
 	check("agent image", agent.Image, "runner:1")

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -107,6 +108,13 @@ type harness struct {
 	logs   *fakeLogs
 	graces Graces
 	stop   func()
+	// The live progress and budgets: the port the Pods' events sidecars
+	// serve on (the test serves it), the write intervals, the prices, and
+	// the reader of the running manager.
+	port      int32
+	intervals LiveIntervals
+	prices    Prices
+	live      *Live
 }
 
 // newHarness makes a namespace and starts a controller for it.
@@ -129,7 +137,8 @@ func newHarness(t *testing.T) *harness {
 	}
 	h := &harness{t: t, ctx: ctx, c: c, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
 		logs:   &fakeLogs{logs: map[string]fakeLog{}},
-		graces: Graces{Startup: time.Minute, Unschedulable: 5 * time.Minute, Deletion: time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute}}
+		graces: Graces{Startup: time.Minute, Unschedulable: 5 * time.Minute, Deletion: time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute},
+		port:   freeLoopbackPort(t), intervals: LiveIntervals{Usage: time.Nanosecond, Progress: time.Nanosecond}}
 	h.start()
 	t.Cleanup(func() { h.stopController() })
 	return h
@@ -150,13 +159,20 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	// A new manager has a new live reader, as a restarted process does.
+	h.live = NewLive(64, 2*time.Second)
 	r := &AgentRunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("agentrun-controller"),
 		Clock:    h.clock, Logs: h.logs, Graces: h.graces,
-		Job: JobConfig{RunnerImage: "agentrun-runner:test", PullPolicy: corev1.PullNever},
+		Job:  JobConfig{RunnerImage: "agentrun-runner:test", PullPolicy: corev1.PullNever, ProgressPort: h.port},
+		Live: h.live, LiveIntervals: h.intervals, Prices: h.prices,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		h.t.Fatal(err)
+	}
+	b := &BudgetReconciler{Client: mgr.GetClient(), Clock: h.clock, Live: h.live, Prices: h.prices, Interval: time.Nanosecond}
+	if err := b.SetupWithManager(mgr); err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -244,6 +260,19 @@ func (h *harness) waitEvent(name, prefix string) string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// freeLoopbackPort is a TCP port free on the loopback addresses, where the
+// tests serve the Pods' live progress (each Pod on an address of its own:
+// all of 127/8 is local on Linux).
+func freeLoopbackPort(t *testing.T) int32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return int32(ln.Addr().(*net.TCPAddr).Port)
+}
 
 // fakeLogs is the LogReader of the tests: envtest has no kubelet to serve
 // pods/log. It records every read.

@@ -2,8 +2,10 @@
 # Regenerates everything controller-gen derives from the Go markers:
 #   api/v1alpha1/zz_generated.deepcopy.go   (make generate)
 #   config/crd/bases/agentrun.dev_agentruns.yaml,
-#   config/crd/bases/agentrun.dev_agentrunpolicies.yaml, config/rbac/role.yaml,
+#   config/crd/bases/agentrun.dev_agentrunpolicies.yaml,
+#   config/crd/bases/agentrun.dev_agentbudgets.yaml, config/rbac/role.yaml,
 #   charts/agentrun/files/agentrun.dev_agentruns.yaml,
+#   charts/agentrun/files/agentrun.dev_agentbudgets.yaml,
 #   charts/agentrun/files/manager-role.yaml (copies for the Helm chart's
 #   templates), charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml (the
 #   chart installs it from crds/: see TestPolicyCRDIsInCRDsDir) and
@@ -29,6 +31,7 @@ if [ "$what" = manifests ] || [ "$what" = all ]; then
   "$cg" crd paths=./api/... output:crd:dir="$out/config/crd/bases"
   "$cg" rbac:roleName=agentrun-manager paths=./controllers/... output:rbac:dir="$out/config/rbac"
   cp "$out/config/crd/bases/agentrun.dev_agentruns.yaml" "$out/charts/agentrun/files/agentrun.dev_agentruns.yaml"
+  cp "$out/config/crd/bases/agentrun.dev_agentbudgets.yaml" "$out/charts/agentrun/files/agentrun.dev_agentbudgets.yaml"
   cp "$out/config/crd/bases/agentrun.dev_agentrunpolicies.yaml" "$out/charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml"
   cp "$out/config/rbac/role.yaml" "$out/charts/agentrun/files/manager-role.yaml"
   cp "$root/config/policy/admission_policy.yaml" "$out/charts/agentrun/files/admission-policy.yaml"

@@ -56,6 +56,9 @@ type Options struct {
 	// UpstreamCA verifies the credential destinations' TLS certificates
 	// instead of the system's roots (an in-cluster gateway's CA).
 	UpstreamCA string
+	// MeterFile receives the meter's count after every metered call (a
+	// Pod's events sidecar serves it as live progress; package progress).
+	MeterFile string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun-dev/agentrun/format"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/meter"
+	live "github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/records"
 	"github.com/agentrun-dev/agentrun/summary"
@@ -85,6 +86,7 @@ type run struct {
 	proc     *process
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
+	meterMu  sync.Mutex   // orders the writes of --meter-file
 	// unavailable: the sandbox could not be built (end.detail says why).
 	unavailable bool
 }
@@ -159,6 +161,7 @@ func (r *run) build() *events.End {
 		if err := c.build(stateDir, r.meter); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
+		r.writeMeterFile()
 	}
 	// The adapter sees the environment the CLI will start with (its own
 	// variables aside): codex and pi write the model endpoint that the user
@@ -329,6 +332,7 @@ func (r *run) agentVars() [][2]string {
 // CLI cannot under-report: past it the proxy refuses further model calls
 // and the run ends with limit.
 func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
+	r.writeMeterFile()
 	max := r.o.MaxTokens
 	if max <= 0 || total.Total() <= max {
 		return
@@ -336,6 +340,23 @@ func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
 	r.p.creds.intercept.Refuse(tokenLimitRefusal(max))
 	if r.stop != nil {
 		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens metered at the proxy", max, total.Total()))
+	}
+}
+
+// writeMeterFile replaces --meter-file with the meter's count so far. The
+// count is read under the lock, so concurrent calls never leave an older
+// count last.
+func (r *run) writeMeterFile() {
+	if r.o.MeterFile == "" || r.meter == nil {
+		return
+	}
+	r.meterMu.Lock()
+	defer r.meterMu.Unlock()
+	t := r.meter.Total()
+	m := live.Meter{Calls: int64(len(r.meter.Calls())), InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
+		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens}
+	if err := live.WriteMeterFile(r.o.MeterFile, m); err != nil {
+		r.warn(fmt.Sprintf("--meter-file %s: %v", r.o.MeterFile, err))
 	}
 }
 

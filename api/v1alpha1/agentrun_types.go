@@ -452,7 +452,9 @@ type Phase string
 const (
 	// PhasePending: the Job is being created or its Pod is not running yet.
 	PhasePending Phase = "Pending"
-	// PhaseQueued: the Job is suspended (for example by Kueue).
+	// PhaseQueued: the Job is suspended (for example by Kueue), or no Job
+	// is made yet because an AgentBudget covering the run is spent
+	// (condition reason BudgetExhausted, the message names the budget).
 	PhaseQueued Phase = "Queued"
 	// PhaseRunning: the agent container runs.
 	PhaseRunning Phase = "Running"
@@ -477,6 +479,10 @@ const (
 	// saw instead (DeadlineExceeded, OOMKilled, ImagePullFailed,
 	// ContainerConfigError, Unschedulable, Evicted, NoSummary,
 	// PodVanished, PodDeleted, JobDeleted, JobFailed, JobRejected).
+	// BudgetExceeded: an AgentBudget covering the run was spent while it
+	// ran, and the agent was stopped as for a cancel (the message names
+	// the budget); Preempted: a queue (Kueue) suspended or evicted the
+	// run's Job after the agent had started.
 	// `kubectl wait --for=condition=Succeeded` waits for success only.
 	ConditionSucceeded = "Succeeded"
 	// ConditionEnded is True once the run has ended, whatever the outcome,
@@ -546,7 +552,10 @@ type AgentRunStatus struct {
 	// DurationMs is end.duration_ms.
 	// +optional
 	DurationMs *int64 `json:"durationMs,omitempty"`
-	// Usage is end.usage.
+	// Usage is end.usage. While the run is Running it is the usage so far
+	// (the same fields with the same meaning, from the events sidecar's
+	// live progress; README.md, "Live usage: how it reaches status, and
+	// why"), and the end's figures replace it when the run ends.
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 	// Result is the main agent's last text (end.result), cut to 32 KiB;
@@ -563,13 +572,44 @@ type AgentRunStatus struct {
 	JobName string `json:"jobName,omitempty"`
 	// +optional
 	PodName string `json:"podName,omitempty"`
-	// Counters are the run's tallies.
+	// Counters are the run's tallies: so far while it is Running, the
+	// end's once it ended.
 	// +optional
 	Counters *Counters `json:"counters,omitempty"`
+	// Progress is what the agent has done so far, from the events
+	// sidecar's live progress while the run is Running; it keeps its last
+	// values after the end.
+	// +optional
+	Progress *Progress `json:"progress,omitempty"`
 	// Isolation is how the agent really ran, as its runner reported at
 	// the end: the sandbox, and whether the network policy was enforced.
 	// +optional
 	Isolation *Isolation `json:"isolation,omitempty"`
+}
+
+// Progress is a running agent's progress.
+type Progress struct {
+	// ModelCalls counts the model calls that ended (usage events: one per
+	// call for claude-code and pi, per turn for codex, per step for dsh).
+	ModelCalls int64 `json:"modelCalls"`
+	// ToolCalls counts the tool calls started, running ones included.
+	ToolCalls int64 `json:"toolCalls"`
+	// Activity is the current or last activity as the text format shows
+	// it (docs/events.md, "The text format"), for example
+	// "[main] tool Bash: go test ./...": a running tool call, else the
+	// latest line; cut to 256 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Activity string `json:"activity,omitempty"`
+	// LastEventTime is the time of the latest event of the stream.
+	// +optional
+	LastEventTime *metav1.Time `json:"lastEventTime,omitempty"`
+	// MeteredTokens is every token the runner's filter proxy counted in
+	// the model API's own responses (runs with spec.credentials only):
+	// what the agent's CLI cannot under-report. Budgets count the larger
+	// of this and usage.totalTokens.
+	// +optional
+	MeteredTokens *int64 `json:"meteredTokens,omitempty"`
 }
 
 // TokenCounts are one usage total. A field the runtime did not report is
@@ -585,8 +625,16 @@ type TokenCounts struct {
 	CacheWriteTokens *int64 `json:"cacheWriteTokens,omitempty"`
 	// CostUSD is the runtime's own cost in US dollars, as a decimal
 	// string (floating point in JSON loses digits across languages).
+	// Where the runtime reported no cost (codex and dsh always, claude-code
+	// until its end), it is the manager's estimate from the price table
+	// the admin gives (the chart's prices), and costEstimated is true;
+	// without a price for the model it is absent.
 	// +optional
 	CostUSD string `json:"costUSD,omitempty"`
+	// CostEstimated is true when costUSD is, in whole or in part, the
+	// manager's estimate rather than the runtime's own figure.
+	// +optional
+	CostEstimated bool `json:"costEstimated,omitempty"`
 }
 
 // Usage is the run's usage total with the per-model split.
@@ -640,6 +688,7 @@ type Counters struct {
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ended")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Activity",type=string,JSONPath=`.status.progress.activity`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentRun struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,8 +1,9 @@
 // Package v1alpha1 is the agentrun.dev/v1alpha1 API: the AgentRun resource,
-// one run of a coding agent as a Kubernetes Job, and the cluster-scoped
+// one run of a coding agent as a Kubernetes Job; the cluster-scoped
 // AgentRunPolicy, what a platform admin lets the AgentRuns of some
 // namespaces ask for (the parameters of the agentrun-policy
-// ValidatingAdmissionPolicy).
+// ValidatingAdmissionPolicy); and the namespaced AgentBudget, a cap on what
+// a namespace's AgentRuns spend per window.
 //
 // +kubebuilder:object:generate=true
 // +groupName=agentrun.dev

@@ -76,6 +76,19 @@ func TestPolicyCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
 	}
 }
 
+// TestBudgetCRDRulesCompileOnMinimumKubernetes: so do the AgentBudget
+// CRD's.
+func TestBudgetCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
+	minimum := version.MustParse(minKubernetes + ".0")
+	rules, errs := compileCRDRules(generatedCRD(t, "agentrun.dev_agentbudgets.yaml"), version.MajorMinor(minimum.Major(), minimum.Minor()-1))
+	if len(rules) == 0 {
+		t.Fatal("no x-kubernetes-validations rule found in the AgentBudget CRD")
+	}
+	for _, e := range errs {
+		t.Errorf("Kubernetes %s refuses the AgentBudget CRD: %s", minKubernetes, e)
+	}
+}
+
 // TestMinimumKubernetesIsStated: Chart.yaml's kubeVersion and README.md
 // name the same minimum as the test above proves.
 func TestMinimumKubernetesIsStated(t *testing.T) {

@@ -43,6 +43,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	fs.Var((*multi)(&o.PassEnv), "pass-env", "pass this variable of agentrun's environment to the agent, NAME or PREFIX* (repeatable)")
 	fs.StringVar(&eventsPath, "events", "", "also write the jsonl event stream to this file (a Pod's events sidecar follows it)")
 	fs.StringVar(&o.SummaryPath, "summary", "", "write the end summary here (a Pod's termination message)")
+	fs.StringVar(&o.MeterFile, "meter-file", "", "with --credential: keep the proxy's meter count in this file while the run goes on (a Pod's events sidecar serves it)")
 	fs.Var((*multi)(&o.Images), "image", "attach an image to the prompt (repeatable)")
 	fs.BoolVar(&o.NoSubagents, "no-subagents", false, "do not let the agent start subagents")
 	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")

@@ -8,23 +8,33 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/tail"
 )
 
+// meterPoll is how often the sidecar looks at the runner's meter file: a
+// stat and a read of a few bytes.
+const meterPoll = 250 * time.Millisecond
+
 // tailCmd is the `events` sidecar of an agent Pod: it copies the event file
 // to stdout as the runner writes it and exits after the end event, or on
-// SIGTERM once it has copied what the file holds.
+// SIGTERM once it has copied what the file holds. With --progress-addr it
+// also serves the run's live progress (package progress) read-only on that
+// address while it follows.
 func tailCmd(args []string, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun tail", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	linger := fs.Duration("linger", 0, "after the end event, wait up to this long for SIGTERM before exiting (a Kubernetes sidecar that exits early is restarted)")
 	poll := fs.Duration("poll", tail.DefaultPoll, "how often to look for new events")
+	addr := fs.String("progress-addr", "", "serve the run's live progress (GET "+progress.Path+") on this address, for example :8788")
+	meterFile := fs.String("meter-file", "", "the runner's live meter file (agentrun run --meter-file), served with the progress")
 	help := fs.Bool("h", false, "show this help")
 	err := fs.Parse(args)
 	if *help {
 		fs.SetOutput(stdout)
-		fmt.Fprintln(stdout, "Usage: agentrun tail [--linger DURATION] FILE")
+		fmt.Fprintln(stdout, "Usage: agentrun tail [--linger DURATION] [--progress-addr ADDR [--meter-file FILE]] FILE")
 		fs.PrintDefaults()
 		return 0
 	}
@@ -32,14 +42,50 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 		err = fmt.Errorf("expected one events file, got %d arguments", fs.NArg())
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "agentrun tail: %v; usage: agentrun tail [--linger DURATION] FILE\n", err)
+		fmt.Fprintf(stderr, "agentrun tail: %v; usage: agentrun tail [--linger DURATION] [--progress-addr ADDR] FILE\n", err)
 		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if _, err := tail.Follow(ctx, tail.Options{Path: fs.Arg(0), Poll: *poll, Linger: *linger}, stdout); err != nil {
+	var out io.Writer = stdout
+	if *addr != "" {
+		t := progress.NewTracker()
+		out = io.MultiWriter(stdout, progress.NewLineWriter(t))
+		serveCtx, stopServing := context.WithCancel(context.Background())
+		defer stopServing()
+		served := make(chan error, 1)
+		go func() { served <- progress.Serve(serveCtx, *addr, t) }()
+		go func() {
+			// A port that cannot be bound costs the live view, never the
+			// event log: say so and go on following.
+			if err := <-served; err != nil {
+				fmt.Fprintf(stderr, "agentrun tail: progress server: %v\n", err)
+			}
+		}()
+		if *meterFile != "" {
+			go followMeter(serveCtx, *meterFile, t)
+		}
+	}
+	if _, err := tail.Follow(ctx, tail.Options{Path: fs.Arg(0), Poll: *poll, Linger: *linger}, out); err != nil {
 		fmt.Fprintf(stderr, "agentrun tail: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// followMeter copies the runner's meter file into the tracker whenever it
+// changes.
+func followMeter(ctx context.Context, path string, t *progress.Tracker) {
+	tick := time.NewTicker(meterPoll)
+	defer tick.Stop()
+	for {
+		if m, ok := progress.ReadMeterFile(path); ok {
+			t.SetMeter(m)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -1,8 +1,10 @@
 // Command manager runs the AgentRun controller: it reconciles each AgentRun
-// into one Job, harvests the agent's end into the AgentRun's status, and
-// serves metrics (runs by end status, tokens and cost by runtime and model)
-// through controller-runtime's metrics server, over HTTPS to callers the
-// API server authenticates and authorizes.
+// into one Job, copies a running agent's live progress and its end into
+// the AgentRun's status, keeps the AgentBudgets' accounts (holding and
+// stopping the runs of a spent budget), and serves metrics (tokens and cost
+// by namespace, runtime and model, runs by phase and end, budgets) through
+// controller-runtime's metrics server, over HTTPS to callers the API server
+// authenticates and authorizes.
 package main
 
 import (
@@ -13,9 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -60,11 +65,18 @@ type config struct {
 	burst           int
 	graces          controllers.Graces
 	job             controllers.JobConfig
+	// live reads running runs' progress from their Pods (README.md, "Live
+	// usage and budgets"); off: usage reaches status at the end only.
+	live           bool
+	liveIntervals  controllers.LiveIntervals
+	liveMaxConns   int
+	prices         controllers.Prices
+	budgetInterval time.Duration
 }
 
 func main() {
-	c := config{graces: controllers.DefaultGraces}
-	var pullPolicy, watch, seccomp, apparmor string
+	c := config{graces: controllers.DefaultGraces, liveIntervals: controllers.DefaultLiveIntervals}
+	var pullPolicy, watch, seccomp, apparmor, prices, requests, limits string
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&c.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	flag.StringVar(&c.metricsCertPath, "metrics-cert-path", "", "directory with the metrics server's tls.crt and tls.key (reloaded when they change); empty: a self-signed certificate")
@@ -77,11 +89,27 @@ func main() {
 	flag.StringVar(&seccomp, "sandbox-seccomp-profile", "runtime-default", "seccomp profile of sandboxed agent containers: localhost/<path under the kubelet's seccomp root> (the chart installs localhost/agentrun/bwrap.json), runtime-default (the sandbox cannot start: runs fail as SandboxUnavailable) or unconfined (an admin's opt-in)")
 	flag.StringVar(&apparmor, "sandbox-apparmor-profile", "", "AppArmor profile of sandboxed agent containers on AppArmor nodes: localhost/<profile> (the chart's is localhost/agentrun-bwrap), runtime-default, unconfined (an admin's opt-in) or empty (the runtime's default)")
 	flag.IntVar(&c.concurrency, "max-concurrent-reconciles", 8, "AgentRuns reconciled at once")
-	flag.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the API server")
-	flag.IntVar(&c.burst, "kube-api-burst", 100, "request burst to the API server")
+	flag.Float64Var(&c.qps, "kube-api-qps", 100, "requests per second to the API server (live usage writes about one status per model call)")
+	flag.IntVar(&c.burst, "kube-api-burst", 200, "request burst to the API server")
 	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error, or a Job that cannot create its Pod, may last before the run fails")
 	flag.DurationVar(&c.graces.Unschedulable, "unschedulable-grace", c.graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
 	flag.DurationVar(&c.graces.SandboxProfile, "sandbox-profile-grace", c.graces.SandboxProfile, "how long the agent container may fail to start for its seccomp or AppArmor profile before the run fails as SandboxUnavailable")
+	flag.BoolVar(&c.live, "live-progress", true, "read running runs' live usage and progress from their Pods' events sidecars into status")
+	flag.DurationVar(&c.liveIntervals.Usage, "live-usage-interval", c.liveIntervals.Usage, "least time between two status writes of one run's live usage")
+	flag.DurationVar(&c.liveIntervals.Progress, "live-progress-interval", c.liveIntervals.Progress, "least time between two status writes of one run's progress alone (activity, tool calls)")
+	flag.Func("live-port", "the port the agent Pods' events sidecars serve the live progress on (default 8788)", func(v string) error {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("not a port: %q", v)
+		}
+		c.job.ProgressPort = int32(p)
+		return nil
+	})
+	flag.IntVar(&c.liveMaxConns, "live-max-connections", controllers.DefaultLiveConnections, "live progress polls in flight at once (one per running run)")
+	flag.StringVar(&prices, "prices", "", `price table for usage whose runtime reports no cost, JSON: {"MODEL": {"input": USD, "output": USD, "cacheRead": USD, "cacheWrite": USD}} per million tokens; a MODEL ending in * is a prefix`)
+	flag.StringVar(&requests, "agent-requests", "", "default resource requests of the agent container, as cpu=500m,memory=1Gi (so a queue such as Kueue counts runs)")
+	flag.StringVar(&limits, "agent-limits", "", "default resource limits of the agent container, as memory=4Gi")
+	flag.DurationVar(&c.budgetInterval, "budget-status-interval", controllers.DefaultBudgetInterval, "least time between two writes of an AgentBudget's status that only move its numbers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -95,6 +123,13 @@ func main() {
 	}
 	if c.job.SandboxAppArmor, err = parseAppArmorProfile(apparmor); err != nil {
 		fmt.Fprintln(os.Stderr, "manager: --sandbox-apparmor-profile:", err)
+		os.Exit(2)
+	}
+	if c.prices, err = controllers.ParsePrices(prices); err == nil {
+		c.job.AgentResources, err = parseResources(requests, limits)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(2)
 	}
 	if err := run(c); err != nil {
@@ -165,6 +200,32 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// parseResources reads --agent-requests and --agent-limits: NAME=QUANTITY,
+// comma-separated.
+func parseResources(requests, limits string) (corev1.ResourceRequirements, error) {
+	var out corev1.ResourceRequirements
+	for _, f := range []struct {
+		flag, value string
+		into        *corev1.ResourceList
+	}{{"--agent-requests", requests, &out.Requests}, {"--agent-limits", limits, &out.Limits}} {
+		for _, item := range splitList(f.value) {
+			name, q, ok := strings.Cut(item, "=")
+			if !ok {
+				return out, fmt.Errorf("%s: %q is not NAME=QUANTITY (cpu=500m,memory=1Gi)", f.flag, item)
+			}
+			quantity, err := resource.ParseQuantity(strings.TrimSpace(q))
+			if err != nil {
+				return out, fmt.Errorf("%s: %s: %v", f.flag, name, err)
+			}
+			if *f.into == nil {
+				*f.into = corev1.ResourceList{}
+			}
+			(*f.into)[corev1.ResourceName(strings.TrimSpace(name))] = quantity
+		}
+	}
+	return out, nil
 }
 
 func newScheme() *runtime.Scheme {
@@ -245,6 +306,10 @@ func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	var live *controllers.Live
+	if c.live {
+		live = controllers.NewLive(c.liveMaxConns, 0)
+	}
 	r := &controllers.AgentRunReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -254,9 +319,17 @@ func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
 		Job:                     c.job,
 		Graces:                  c.graces,
 		MaxConcurrentReconciles: c.concurrency,
+		Live:                    live,
+		LiveIntervals:           c.liveIntervals,
+		Prices:                  c.prices,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the controller: %w", err)
+	}
+	budgets := &controllers.BudgetReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, Live: live,
+		Prices: c.prices, Interval: c.budgetInterval}
+	if err := budgets.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the budget controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

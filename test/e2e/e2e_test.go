@@ -189,6 +189,9 @@ type agentRun struct {
 	// speaks plain HTTP, so its host is declared http://) instead of
 	// spec.env: the agent gets a stand-in.
 	credential bool
+	// labels are the AgentRun's own labels (an AgentBudget's selector
+	// picks runs by them).
+	labels map[string]string
 }
 
 func (a agentRun) manifest() string {
@@ -197,13 +200,20 @@ func (a agentRun) manifest() string {
 kind: AgentRun
 metadata:
   name: %s
-spec:
+`, a.name)
+	if len(a.labels) > 0 {
+		b.WriteString("  labels:\n")
+		for k, v := range a.labels {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+	}
+	fmt.Fprintf(&b, `spec:
   runtime: %s
   model: %s
   prompt:
     text: %q
   timeout: %s
-`, a.name, a.runtime, a.model, a.prompt, a.timeout)
+`, a.runtime, a.model, a.prompt, a.timeout)
 	if a.credential {
 		fmt.Fprintf(&b, `  credentials:
     - name: %s

@@ -57,6 +57,17 @@ the preset's value too).
 {{- toJson $ns -}}
 {{- end -}}
 
+{{/*
+A resource list as the manager's --agent-requests and --agent-limits take
+it: cpu=250m,memory=512Mi (sorted by name, as range gives them).
+*/}}
+{{- define "agentrun.resourceList" -}}
+{{- $items := list -}}
+{{- range $name, $q := . -}}
+{{- $items = append $items (printf "%s=%v" $name $q) -}}
+{{- end -}}
+{{- join "," $items -}}
+{{- end }}
 {{- /* The agent containers' seccomp profile with the sandbox (--sandbox-seccomp-profile). */ -}}
 {{- define "agentrun.sandboxSeccomp" -}}
 {{- $p := .Values.sandboxProfiles -}}
