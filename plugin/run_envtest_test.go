@@ -121,7 +121,7 @@ func TestRun(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"--runtime", "dsh", "x"}, "runtime dsh is not available yet"},
+			{[]string{"--runtime", "dsh", "x"}, "runtime dsh is not available on Kubernetes yet"},
 			{[]string{"--runtime", "claude-code", "--network", "none", "--credential", "K=s/k@h.test:443", "x"}, "spec.credentials needs network access to its hosts"},
 			{[]string{"--runtime", "claude-code", "--timeout", "200h", "x"}, "timeout must be between 1s and 168h"},
 		} {
@@ -131,7 +131,7 @@ func TestRun(t *testing.T) {
 			}
 		}
 		r := cl.plugin("run", "-n", cl.ns, "--runtime", "dsh", "x")
-		if r.code != exitError || !strings.Contains(r.stderr, "runtime dsh is not available yet") {
+		if r.code != exitError || !strings.Contains(r.stderr, "runtime dsh is not available on Kubernetes yet") {
 			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 		}
 	})
