@@ -25,7 +25,7 @@ func lookup(env map[string]string) func(string) (string, bool) {
 }
 
 func TestParse(t *testing.T) {
-	env := lookup(map[string]string{"ANTHROPIC_API_KEY": real, "EMPTY": " ", "NL": "a\nb"})
+	env := lookup(map[string]string{"ANTHROPIC_API_KEY": real, "EMPTY": " ", "NL": "line one\nline two", "SHORT": "k"})
 	c, err := Parse("ANTHROPIC_API_KEY=api.anthropic.com:443,[::1]:8080,Gateway.Test.:80", env)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +50,7 @@ func TestParse(t *testing.T) {
 		"MISSING=h:443":                       "is not set in agentrun's environment",
 		"EMPTY=h:443":                         "is empty",
 		"NL=h:443":                            "line break",
+		"SHORT=h:443":                         "is 1 bytes; a credential needs at least 8",
 		"ANTHROPIC_API_KEY=ftp://h:21":        "only http://",
 		"ANTHROPIC_API_KEY=http://h:80/v1":    "without a path",
 		"ANTHROPIC_API_KEY=http://h":          "is not HOST:PORT",

@@ -23,6 +23,11 @@ func sleepRun(name, command string, port int) agentRun {
 	return r
 }
 
+// waitCommand keeps the agent's Bash tool busy for 40 s. It is not a
+// plain "sleep 40": claude-code refuses long sleeps ("Blocked: sleep 40
+// ...") and the agent would move on at once.
+const waitCommand = "timeout 40 tail -f /dev/null; echo waited"
+
 // mainCalls are the main agent's calls the mock has served, in order.
 func mainCalls(srv *mockmodel.Server) []mockmodel.Call {
 	var out []mockmodel.Call
@@ -49,7 +54,7 @@ func TestLiveUsageWhileToolRuns(t *testing.T) {
 	t.Parallel()
 	srv, port := startMock(t, mockmodel.Options{APIKey: e2eKey})
 	const name = "e2e-live-usage"
-	r := sleepRun(name, "sleep 40; echo slept", port)
+	r := sleepRun(name, waitCommand, port)
 	r.credential = true
 	r.apply(t)
 
@@ -81,7 +86,7 @@ func TestLiveUsageWhileToolRuns(t *testing.T) {
 	}
 	t.Logf("the first call's %d tokens were in status %s after the mock served it (while Running)", want, seen.Sub(firstEnd).Round(10*time.Millisecond))
 	p := run.Status.Progress
-	if p == nil || p.ModelCalls != 1 || p.ToolCalls != 1 || !strings.HasPrefix(p.Activity, "[main] tool Bash: sleep 40") || p.LastEventTime == nil {
+	if p == nil || p.ModelCalls != 1 || p.ToolCalls != 1 || !strings.HasPrefix(p.Activity, "[main] tool Bash: "+waitCommand) || p.LastEventTime == nil {
 		t.Errorf("progress %+v", p)
 	}
 	// The proxy metered every call the mock answered so far (side calls
@@ -154,7 +159,7 @@ spec:
 		t.Fatalf("the budget does not count the first run: %+v", getBudget(t, budget).Status)
 	}
 
-	second := sleepRun("e2e-budget-second", "sleep 40; echo slept", port)
+	second := sleepRun("e2e-budget-second", waitCommand, port)
 	second.labels = labels
 	second.apply(t)
 	r2 := waitEnded(t, second.name, 3*time.Minute)
