@@ -44,14 +44,18 @@ func (i *Interceptor) Certificate(host string) (*tls.Certificate, error) {
 func (i *Interceptor) Roots() *x509.CertPool { return i.RootCAs }
 
 // Request puts the real values in, or refuses once Refuse was called. It
-// asks for an answer without content encoding, whatever the client
-// accepts (see decode).
+// asks for a whole answer without content encoding, whatever the client
+// asked for: no encoding (see decode), and no byte ranges, which would let
+// an upstream that echoes a request's headers hand the real value out in
+// pieces, none of them the whole value the scrubbing looks for.
 func (i *Interceptor) Request(host string, port int, r *http.Request) string {
 	if p := i.refusal.Load(); p != nil {
 		return *p
 	}
 	Inject(r.Header, i.Set.For(host, port))
 	r.Header.Set("Accept-Encoding", identity)
+	r.Header.Del("Range")
+	r.Header.Del("If-Range")
 	return ""
 }
 
@@ -61,8 +65,8 @@ func (i *Interceptor) Request(host string, port int, r *http.Request) string {
 // tells the meter it cannot count it. The body may change length, so it
 // goes on without a Content-Length.
 func (i *Interceptor) Response(host string, port int, r *http.Request, resp *http.Response) *proxy.Refusal {
-	creds := i.Set.For(host, port)
-	Scrub(resp.Header, creds)
+	secrets := SecretsOf(r.Header, i.Set.For(host, port))
+	Scrub(resp.Header, secrets)
 	if enc := decode(resp); enc != "" {
 		detail := fmt.Sprintf("the answer of %s came with %s, which the proxy cannot read to take the credential out and count its tokens "+
 			"(it asks for no encoding and reads gzip and deflate)", net.JoinHostPort(host, strconv.Itoa(port)), enc)
@@ -74,7 +78,7 @@ func (i *Interceptor) Response(host string, port int, r *http.Request, resp *htt
 	if i.Meter != nil {
 		i.Meter.Watch(r, resp)
 	}
-	resp.Body = ScrubBody(resp.Body, creds)
+	resp.Body = ScrubBody(resp.Body, secrets)
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
 	return nil
