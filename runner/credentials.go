@@ -272,7 +272,7 @@ func meterOf(m *meter.Meter) *events.Meter {
 	}
 	t := m.Total()
 	return &events.Meter{Calls: len(m.Calls()), InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens}
+		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens, Unmetered: m.UnreadableCalls()}
 }
 
 // tokenLimitRefusal is the proxy's answer to model calls past --max-tokens.

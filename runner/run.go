@@ -312,7 +312,10 @@ func (r *run) finish() *events.End {
 	r.pipe.mu.Lock()
 	end := r.agg.Finish(outcome)
 	r.pipe.mu.Unlock()
-	if m := end.Meter; m != nil && !m.Matches {
+	if m := end.Meter; m != nil && m.Unmetered > 0 {
+		r.warn(fmt.Sprintf("%d calls to the credential destinations could not be metered, so %s's token counts cannot be checked (metered: input %d, output %d, cache read %d, cache write %d over %d calls); see end.meter",
+			m.Unmetered, o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
+	} else if m != nil && !m.Matches {
 		r.warn(fmt.Sprintf("the model API reported other token counts than %s did (metered: input %d, output %d, cache read %d, cache write %d over %d calls); see end.meter",
 			o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
 	}
