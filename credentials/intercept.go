@@ -61,17 +61,18 @@ func (i *Interceptor) Request(host string, port int, r *http.Request) string {
 
 // Response meters the call and takes the real values out of what the
 // client (the agent's CLI) will read, after decoding a gzip or deflate
-// body; an answer in any other encoding is refused, and a model call's
-// tells the meter it cannot count it. The body may change length, so it
-// goes on without a Content-Length.
+// body; an answer in any other encoding is refused, and when it answered
+// a call that may have spent tokens (any but a free one) the meter is
+// told it cannot count them. The body may change length, so it goes on
+// without a Content-Length.
 func (i *Interceptor) Response(host string, port int, r *http.Request, resp *http.Response) *proxy.Refusal {
 	secrets := SecretsOf(r.Header, i.Set.For(host, port))
 	Scrub(resp.Header, secrets)
 	if enc := decode(resp); enc != "" {
 		detail := fmt.Sprintf("the answer of %s came with %s, which the proxy cannot read to take the credential out and count its tokens "+
 			"(it asks for no encoding and reads gzip and deflate)", net.JoinHostPort(host, strconv.Itoa(port)), enc)
-		if _, model := meter.APIFor(r.Method, r.URL.Path); model && resp.StatusCode == http.StatusOK && i.Meter != nil {
-			i.Meter.Unreadable(detail)
+		if _, kind := meter.Classify(r.Method, r.URL); kind != meter.Free && resp.StatusCode/100 == 2 && i.Meter != nil {
+			i.Meter.Unreadable(detail + "; its answer was refused")
 		}
 		return &proxy.Refusal{Reason: proxy.ReasonUnsupportedEncoding, Detail: detail}
 	}

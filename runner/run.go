@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,6 +86,9 @@ type run struct {
 	proc     *process
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
+	// unmetered counts the calls the meter could not count, for the
+	// bound on their warnings.
+	unmetered atomic.Int32
 	// unavailable: the sandbox could not be built (end.detail says why).
 	unavailable bool
 }
@@ -342,12 +346,22 @@ func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
 	}
 }
 
-// onUnmeteredCall: a model call's answer could not be metered (and was
-// refused). Its tokens are unknown, so a --max-tokens limit can no longer
-// be held: the meter fails closed, further model calls are refused and
-// the run ends with limit.
+// maxUnmeteredWarnings bounds the lines onUnmeteredCall writes: without
+// --max-tokens an agent may make as many such calls as it likes, and
+// end.meter.unmetered counts them all.
+const maxUnmeteredWarnings = 10
+
+// onUnmeteredCall: a call's tokens could not be metered (see
+// meter.Unreadable). They are unknown, so a --max-tokens limit can no
+// longer be held: the meter fails closed, further model calls are refused
+// and the run ends with limit.
 func (r *run) onUnmeteredCall(why string) {
-	r.warn("a model call could not be metered and its answer was refused: " + why)
+	switch n := r.unmetered.Add(1); {
+	case n <= maxUnmeteredWarnings:
+		r.warn("a call could not be metered: " + why)
+	case n == maxUnmeteredWarnings+1:
+		r.warn("more calls could not be metered; end.meter.unmetered counts them")
+	}
 	max := r.o.MaxTokens
 	if max <= 0 {
 		return
