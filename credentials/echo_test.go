@@ -47,7 +47,7 @@ func TestInjectOnlyIntoAuthHeaders(t *testing.T) {
 	r.Header.Set("X-Other", c.StandIn)
 	r.Header.Set("Cookie", "k="+c.StandIn)
 	r.Header.Set("Anthropic-Beta", c.StandIn)
-	if ref := icpt.Request("echo.test", 443, r); ref != "" {
+	if ref := icpt.Request("echo.test", 443, r); ref != nil {
 		t.Fatalf("refused: %+v", ref)
 	}
 	for _, k := range []string{"X-Api-Key", "Api-Key", "X-Goog-Api-Key"} {

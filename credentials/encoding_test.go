@@ -58,7 +58,7 @@ func TestInterceptorAsksForNoEncoding(t *testing.T) {
 	r := modelCall()
 	r.Header.Add("Accept-Encoding", "gzip, br")
 	r.Header.Add("Accept-Encoding", "zstd")
-	if refusal := i.Request("api.test", 443, r); refusal != "" {
+	if refusal := i.Request("api.test", 443, r); refusal != nil {
 		t.Fatal(refusal)
 	}
 	if got := r.Header.Values("Accept-Encoding"); len(got) != 1 || got[0] != "identity" {

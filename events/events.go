@@ -65,6 +65,11 @@ const (
 	// that was not declared as speaking plain HTTP; the real value goes
 	// over TLS only, so the request was refused (403).
 	ReasonTLSRequired = "tls_required"
+	// ReasonUnmetered: with --max-tokens, a request to a credential
+	// destination whose tokens the meter cannot count (not a model call of
+	// an API it reads, nor one known to generate nothing); the request was
+	// refused before it went upstream (403).
+	ReasonUnmetered = "unmetered"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.

@@ -160,7 +160,7 @@ func (r *run) build() *events.End {
 	}
 	if c := r.p.creds; c != nil {
 		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
-		if err := c.build(stateDir, r.meter); err != nil {
+		if err := c.build(stateDir, r.meter, o.MaxTokens); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
 	}
