@@ -327,8 +327,10 @@ type Secret struct{ Value, StandIn string }
 // it the proxy made and the literal value does not cover. That is the
 // Authorization: Basic credentials encoded again with the real value
 // inside, padded and not (an echo may drop the padding); the agent gets
-// its own encoding of the stand-in back. Longer secrets come first: where
-// two match at one place, the longer one is replaced.
+// its own encoding of the stand-in back. Each secret with a slash (the
+// base64 alphabet has one) is also looked for as JSON encoders that escape
+// slashes write it (\/). Longer secrets come first: where two match at one
+// place, the longer one is replaced.
 func SecretsOf(h http.Header, creds []*Credential) []Secret {
 	var out []Secret
 	for _, c := range creds {
@@ -349,6 +351,11 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 		enc, agent := base64.StdEncoding.EncodeToString([]byte(raw)), base64.StdEncoding.EncodeToString([]byte(mine))
 		out = append(out, Secret{Value: enc, StandIn: agent},
 			Secret{Value: strings.TrimRight(enc, "="), StandIn: strings.TrimRight(agent, "=")})
+	}
+	for _, s := range out {
+		if strings.Contains(s.Value, "/") {
+			out = append(out, Secret{Value: strings.ReplaceAll(s.Value, "/", `\/`), StandIn: strings.ReplaceAll(s.StandIn, "/", `\/`)})
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Value) > len(out[j].Value) })
 	return out

@@ -130,3 +130,22 @@ func TestScrubBodyHoldsAPrefixAtTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestEchoWithEscapedSlashes: an echo in JSON whose encoder escapes
+// slashes (\/) does not hide the Basic value the proxy made: the base64
+// alphabet has a slash.
+func TestEchoWithEscapedSlashes(t *testing.T) {
+	icpt, c := echoCreds(t)
+	const user = "???" // encodes as Pz8/
+	r, _ := http.NewRequest("GET", "https://echo.test/echo", nil)
+	r.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+c.StandIn)))
+	icpt.Request("echo.test", 443, r)
+	escaped := strings.ReplaceAll(r.Header.Get("Authorization"), "/", `\/`)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"authorization":"` + escaped + `"}`))}
+	icpt.Response("echo.test", 443, r, resp)
+	b, _ := io.ReadAll(resp.Body)
+	injected := strings.TrimPrefix(escaped, "Basic ")
+	if strings.Contains(string(b), injected[:len(injected)-4]) {
+		t.Errorf("the escaped Basic value came back: %s", b)
+	}
+}
