@@ -377,8 +377,12 @@ func (a *Aggregator) Finish(o Outcome) *events.End {
 }
 
 // meterMatches compares the metered counts with the reported ones, a null
-// report counting as 0.
+// report counting as 0; with a call the meter could not count, the report
+// cannot be confirmed.
 func meterMatches(m events.Meter, u events.TokenCounts) bool {
+	if m.Unmetered > 0 {
+		return false
+	}
 	v := func(p *int64) int64 {
 		if p == nil {
 			return 0

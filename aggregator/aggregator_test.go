@@ -327,3 +327,25 @@ func TestNetworkSummaries(t *testing.T) {
 		t.Errorf("summary event %+v", out[2])
 	}
 }
+
+// TestMeterMatches: end.meter.matches says whether the CLI reported what
+// the API did; with a call the meter could not count it cannot say so.
+func TestMeterMatches(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		meter events.Meter
+		want  bool
+	}{
+		{"equal", events.Meter{Calls: 1, InputTokens: 5, OutputTokens: 6}, true},
+		{"other counts", events.Meter{Calls: 1, InputTokens: 5, OutputTokens: 7}, false},
+		{"a call unmetered", events.Meter{Calls: 1, InputTokens: 5, OutputTokens: 6, Unmetered: 1}, false},
+		{"only calls unmetered", events.Meter{Unmetered: 2}, false},
+	} {
+		m := tt.meter
+		evs := run(t, Outcome{Meter: &m}, records.Usage{Model: "m", Counts: counts(5, 6, 0, 0)})
+		end := evs[len(evs)-1].(*events.End)
+		if end.Meter == nil || end.Meter.Matches != tt.want || end.Meter.Unmetered != tt.meter.Unmetered {
+			t.Errorf("%s: end.meter %+v, want matches %v", tt.name, end.Meter, tt.want)
+		}
+	}
+}

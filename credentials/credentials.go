@@ -2,8 +2,8 @@
 // --credential NAME=HOST:PORT[,...] the agent's environment holds a
 // stand-in for NAME, a random value useless anywhere else; the filter
 // proxy puts the real value (read from agentrun's own environment) in
-// place of the stand-in in the headers of requests to the listed
-// destinations only, and takes it out of their responses. Anywhere else
+// place of the stand-in in the authentication headers of requests to the
+// listed destinations only, and takes it out of their responses. Anywhere else
 // the stand-in passes as it is, so nothing real leaves. The real value
 // travels upstream over verified TLS only, unless a destination is
 // declared as one that speaks plain HTTP (http://HOST:PORT).
@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -270,11 +271,23 @@ func normalHost(host string) string {
 	return host
 }
 
-// Inject puts the real values of creds in place of their stand-ins in
-// every header of h: as they are (x-api-key, Authorization: Bearer, any
-// header) and inside Authorization: Basic.
+// authHeaders are the headers the model APIs take a key in: Authorization
+// (Bearer: OpenAI, Anthropic's auth token, most gateways; Basic), x-api-key
+// (Anthropic), api-key (Azure OpenAI) and x-goog-api-key (Google). The real
+// value goes into these only: a stand-in anywhere else (a header of the
+// agent's choosing, a cookie) reaches the upstream as the stand-in, so an
+// upstream that reflects some header cannot be made to carry the value
+// somewhere the scrubbing does not expect it.
+var authHeaders = map[string]bool{"Authorization": true, "X-Api-Key": true, "Api-Key": true, "X-Goog-Api-Key": true}
+
+// Inject puts the real values of creds in place of their stand-ins in the
+// authentication headers of h (authHeaders): as they are, and inside
+// Authorization: Basic.
 func Inject(h http.Header, creds []*Credential) {
 	for k, vs := range h {
+		if !authHeaders[http.CanonicalHeaderKey(k)] {
+			continue
+		}
 		for i, v := range vs {
 			vs[i] = injectValue(k, v, creds)
 		}
@@ -285,58 +298,117 @@ func injectValue(key, v string, creds []*Credential) string {
 	for _, c := range creds {
 		v = strings.ReplaceAll(v, c.StandIn, c.value)
 	}
-	if http.CanonicalHeaderKey(key) == "Authorization" || http.CanonicalHeaderKey(key) == "Proxy-Authorization" {
-		if scheme, enc, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
-			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc)); err == nil {
-				replaced := string(raw)
-				for _, c := range creds {
-					replaced = strings.ReplaceAll(replaced, c.StandIn, c.value)
-				}
-				if replaced != string(raw) {
-					return scheme + " " + base64.StdEncoding.EncodeToString([]byte(replaced))
-				}
-			}
+	if raw, ok := basic(key, v); ok {
+		replaced := raw
+		for _, c := range creds {
+			replaced = strings.ReplaceAll(replaced, c.StandIn, c.value)
+		}
+		if replaced != raw {
+			scheme, _, _ := strings.Cut(v, " ")
+			return scheme + " " + base64.StdEncoding.EncodeToString([]byte(replaced))
 		}
 	}
 	return v
 }
 
-// Scrub puts the stand-ins back in place of the real values in a header
-// set (a response's): an upstream that echoes a request's headers must not
-// hand the real value to the agent.
-func Scrub(h http.Header, creds []*Credential) {
+// basic decodes the credentials of an Authorization: Basic value.
+func basic(key, v string) (string, bool) {
+	if http.CanonicalHeaderKey(key) != "Authorization" {
+		return "", false
+	}
+	scheme, enc, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	if err != nil {
+		return "", false
+	}
+	return string(raw), true
+}
+
+// A Secret is what an answer must not carry (Value) and what the agent
+// gets in its place (StandIn).
+type Secret struct{ Value, StandIn string }
+
+// SecretsOf is what the answer to a request with the headers h (after
+// Inject) must not carry: each credential's real value, and each form of
+// it the proxy made and the literal value does not cover. That is the
+// Authorization: Basic credentials encoded again with the real value
+// inside, padded and not (an echo may drop the padding); the agent gets
+// its own encoding of the stand-in back. Each secret with a slash (the
+// base64 alphabet has one) is also looked for as JSON encoders that escape
+// slashes write it (\/). Longer secrets come first: where two match at one
+// place, the longer one is replaced.
+func SecretsOf(h http.Header, creds []*Credential) []Secret {
+	var out []Secret
+	for _, c := range creds {
+		out = append(out, Secret{Value: c.value, StandIn: c.StandIn})
+	}
+	for _, v := range h.Values("Authorization") {
+		raw, ok := basic("Authorization", v)
+		if !ok {
+			continue
+		}
+		mine := raw
+		for _, c := range creds {
+			mine = strings.ReplaceAll(mine, c.value, c.StandIn)
+		}
+		if mine == raw {
+			continue
+		}
+		enc, agent := base64.StdEncoding.EncodeToString([]byte(raw)), base64.StdEncoding.EncodeToString([]byte(mine))
+		out = append(out, Secret{Value: enc, StandIn: agent},
+			Secret{Value: strings.TrimRight(enc, "="), StandIn: strings.TrimRight(agent, "=")})
+	}
+	for _, s := range out {
+		if strings.Contains(s.Value, "/") {
+			out = append(out, Secret{Value: strings.ReplaceAll(s.Value, "/", `\/`), StandIn: strings.ReplaceAll(s.StandIn, "/", `\/`)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Value) > len(out[j].Value) })
+	return out
+}
+
+// Scrub puts the stand-ins back in place of the secrets in a header set (a
+// response's): an upstream that echoes a request's headers must not hand
+// the real value to the agent.
+func Scrub(h http.Header, secrets []Secret) {
 	for _, vs := range h {
 		for i := range vs {
-			for _, c := range creds {
-				vs[i] = strings.ReplaceAll(vs[i], c.value, c.StandIn)
+			for _, s := range secrets {
+				vs[i] = strings.ReplaceAll(vs[i], s.Value, s.StandIn)
 			}
 		}
 	}
 }
 
-// ScrubBody does the same for a body as it streams: a real value split
-// across two reads is caught too. Only what could still become a real value
-// is held back, so a stream's events are not delayed.
-func ScrubBody(body io.ReadCloser, creds []*Credential) io.ReadCloser {
-	if len(creds) == 0 {
+// ScrubBody does the same for a body as it streams: a secret split across
+// two reads is caught too. Only what could still become a secret is held
+// back, so a stream's events are not delayed; and what is still held when
+// the body ends (it ends with the start of a secret: an echo cut short)
+// is never passed on: the agent gets as many bytes of the secret's
+// stand-in instead.
+func ScrubBody(body io.ReadCloser, secrets []Secret) io.ReadCloser {
+	if len(secrets) == 0 {
 		return body
 	}
-	return &scrubber{body: body, creds: creds}
+	return &scrubber{body: body, secrets: secrets}
 }
 
 type scrubber struct {
-	body  io.ReadCloser
-	creds []*Credential
-	in    []byte // read, not yet passed on
-	out   []byte // scrubbed, not yet returned
-	buf   []byte // a read buffer for the slow path
-	err   error
+	body    io.ReadCloser
+	secrets []Secret
+	in      []byte // read, not yet passed on
+	out     []byte // scrubbed, not yet returned
+	buf     []byte // a read buffer for the slow path
+	err     error
 }
 
 func (s *scrubber) Read(p []byte) (int, error) {
 	if len(s.out) == 0 && len(s.in) == 0 && s.err == nil {
 		// The common case: read straight into p, and pass it on when it
-		// holds no real value and does not end with the start of one.
+		// holds no secret and does not end with the start of one.
 		n, err := s.body.Read(p)
 		if !s.touches(p[:n]) {
 			return n, err
@@ -361,11 +433,10 @@ func (s *scrubber) Read(p []byte) (int, error) {
 	return 0, s.err
 }
 
-// touches reports whether b holds a real value or ends with the start of
-// one.
+// touches reports whether b holds a secret or ends with the start of one.
 func (s *scrubber) touches(b []byte) bool {
-	for _, c := range s.creds {
-		if bytes.Contains(b, []byte(c.value)) || partialSuffix(b, []byte(c.value)) > 0 {
+	for _, sc := range s.secrets {
+		if bytes.Contains(b, []byte(sc.Value)) || partialSuffix(b, []byte(sc.Value)) > 0 {
 			return true
 		}
 	}
@@ -374,31 +445,37 @@ func (s *scrubber) touches(b []byte) bool {
 
 func (s *scrubber) Close() error { return s.body.Close() }
 
-// process moves what is safe from in to out: complete real values become
-// stand-ins, and a tail that could begin one waits for more, unless final.
+// process moves what is safe from in to out: complete secrets become
+// stand-ins, and a tail that could begin one waits for more; at the end
+// (final) such a tail becomes the start of that secret's stand-in.
 func (s *scrubber) process(final bool) {
 	for {
 		at, which := -1, -1
-		for i, c := range s.creds {
-			if j := bytes.Index(s.in, []byte(c.value)); j >= 0 && (at < 0 || j < at) {
+		for i, sc := range s.secrets {
+			if j := bytes.Index(s.in, []byte(sc.Value)); j >= 0 && (at < 0 || j < at) {
 				at, which = j, i
 			}
 		}
 		if at < 0 {
 			break
 		}
-		c := s.creds[which]
-		s.out = append(append(s.out, s.in[:at]...), c.StandIn...)
-		s.in = s.in[at+len(c.value):]
+		sc := s.secrets[which]
+		s.out = append(append(s.out, s.in[:at]...), sc.StandIn...)
+		s.in = s.in[at+len(sc.Value):]
 	}
-	hold := 0
-	if !final {
-		for _, c := range s.creds {
-			hold = max(hold, partialSuffix(s.in, []byte(c.value)))
+	hold, which := 0, -1
+	for i, sc := range s.secrets {
+		if n := partialSuffix(s.in, []byte(sc.Value)); n > hold {
+			hold, which = n, i
 		}
 	}
 	s.out = append(s.out, s.in[:len(s.in)-hold]...)
 	s.in = append([]byte{}, s.in[len(s.in)-hold:]...)
+	if final && hold > 0 {
+		standIn := s.secrets[which].StandIn
+		s.out = append(s.out, standIn[:min(hold, len(standIn))]...)
+		s.in = s.in[:0]
+	}
 }
 
 // partialSuffix is the length of the longest end of b that is a proper

@@ -58,7 +58,7 @@ func TestInterceptorAsksForNoEncoding(t *testing.T) {
 	r := modelCall()
 	r.Header.Add("Accept-Encoding", "gzip, br")
 	r.Header.Add("Accept-Encoding", "zstd")
-	if refusal := i.Request("api.test", 443, r); refusal != "" {
+	if refusal := i.Request("api.test", 443, r); refusal != nil {
 		t.Fatal(refusal)
 	}
 	if got := r.Header.Values("Accept-Encoding"); len(got) != 1 || got[0] != "identity" {
@@ -103,21 +103,23 @@ func TestInterceptorDecodesGzipAndDeflate(t *testing.T) {
 }
 
 // TestInterceptorRefusesUnreadableEncodings: an answer the proxy cannot
-// decode is refused, whatever it is for; a model call's makes the meter
-// say it could not count it.
+// decode is refused, whatever it is for; one to a call that may have
+// spent tokens (a model call, a call the meter does not know) makes the
+// meter say it could not count it, one to a free call does not.
 func TestInterceptorRefusesUnreadableEncodings(t *testing.T) {
 	for _, enc := range []string{"br", "zstd", "compress", "gzip, br", "x-custom", "gzip, gzip, gzip, gzip"} {
-		for _, path := range []string{"/v1/messages", "/echo"} {
+		for _, call := range []string{"POST /v1/messages", "POST /echo", "GET /v1/models"} {
+			method, path, _ := strings.Cut(call, " ")
 			i, _, m := testInterceptor(t)
 			var why []string
 			m.OnUnreadable = func(w string) { why = append(why, w) }
-			r, _ := http.NewRequest("POST", "https://api.test"+path, nil)
+			r, _ := http.NewRequest(method, "https://api.test"+path, nil)
 			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Encoding": {enc}}, Body: io.NopCloser(strings.NewReader("\x00" + real))}
 			ref := i.Response("api.test", 443, r, resp)
 			if ref == nil || ref.Reason != proxy.ReasonUnsupportedEncoding || strings.Contains(ref.Detail, real) {
 				t.Errorf("%s %s: %+v", enc, path, ref)
 			}
-			if model := path == "/v1/messages"; model != (m.UnreadableCalls() == 1 && len(why) == 1) {
+			if spends := method == "POST"; spends != (m.UnreadableCalls() == 1 && len(why) == 1) {
 				t.Errorf("%s %s: the meter was told of %d unreadable calls (%q)", enc, path, m.UnreadableCalls(), why)
 			}
 		}

@@ -65,6 +65,11 @@ const (
 	// that was not declared as speaking plain HTTP; the real value goes
 	// over TLS only, so the request was refused (403).
 	ReasonTLSRequired = "tls_required"
+	// ReasonUnmetered: with --max-tokens, a request to a credential
+	// destination whose tokens the meter cannot count (not a model call of
+	// an API it reads, nor one known to generate nothing); the request was
+	// refused before it went upstream (403).
+	ReasonUnmetered = "unmetered"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.
@@ -226,9 +231,16 @@ type Meter struct {
 	OutputTokens     int64 `json:"output_tokens"`
 	CacheReadTokens  int64 `json:"cache_read_tokens"`
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
-	// Matches is true when each count equals end.usage's (null there
-	// counting as 0): the CLI reported what the API did.
+	// Matches is true when every call was metered and each count equals
+	// end.usage's (null there counting as 0): the CLI reported what the
+	// API did.
 	Matches bool `json:"matches"`
+	// Unmetered counts the calls whose tokens the meter could not count
+	// (absent when none): a model call answered without usage or with more
+	// than the meter reads, an answer in an encoding the proxy refused, a
+	// successful call of a kind the meter does not read. Matches is false
+	// when there is one.
+	Unmetered int `json:"unmetered,omitempty"`
 }
 
 // TokenCounts are the five summable usage fields.

@@ -6,13 +6,20 @@
 // end.usage and enforces --max-tokens with them, so a CLI that under-reports
 // cannot overrun a limit.
 //
+// It fails closed: a call whose tokens it cannot count (Classify's Unknown,
+// or a model call whose answer holds no usage it can read) is reported as
+// unreadable rather than counted as nothing, and with --max-tokens the
+// proxy refuses the Unknown ones before they go upstream.
+//
 // Counts have the meaning of the event stream's usage (docs/events.md):
 // input without cache hits, output, cache reads, cache writes.
 package meter
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -20,29 +27,12 @@ import (
 // API is a model API the meter reads.
 type API string
 
-// The APIs, by the path of their call.
+// The APIs, by the path of their call (see Classify).
 const (
 	Anthropic API = "anthropic-messages"
 	Responses API = "openai-responses"
 	Chat      API = "openai-chat-completions"
 )
-
-// APIFor names the model API a request calls, by its path (any prefix, a
-// gateway's /api/v1, say, and query allowed).
-func APIFor(method, path string) (API, bool) {
-	if method != http.MethodPost {
-		return "", false
-	}
-	switch {
-	case strings.HasSuffix(path, "/messages"):
-		return Anthropic, true
-	case strings.HasSuffix(path, "/responses"):
-		return Responses, true
-	case strings.HasSuffix(path, "/chat/completions"):
-		return Chat, true
-	}
-	return "", false
-}
 
 // Usage is one call's or a run's token counts.
 type Usage struct {
@@ -71,7 +61,8 @@ type Call struct {
 	Stream bool
 	Usage  Usage
 	// Complete is false for a response that ended before its final usage
-	// (a stream cut short): Usage is then what had been reported.
+	// (a stream cut short): Usage is then what had been reported, and the
+	// call is also unreadable (its output is unknown).
 	Complete bool
 }
 
@@ -88,12 +79,15 @@ type Meter struct {
 	OnUnreadable func(why string)
 }
 
-// Unreadable records a model call whose answer could not be metered (it
-// came in a content encoding the proxy cannot read, so the proxy refused
-// to pass it on): the API spent tokens that no count holds. The meter
-// fails closed: it says so through OnUnreadable instead of counting 0,
-// and the runner ends a run with --max-tokens there, since its limit can
-// no longer be held.
+// Unreadable records a call whose tokens the meter could not count: an
+// answer in a content encoding the proxy cannot read (it refused to pass
+// it on), a model call answered without usage or with more than the meter
+// reads (maxLine), a successful call of a kind the meter does not read
+// (Classify's Unknown, which the proxy lets through without --max-tokens).
+// The API may have spent tokens that no count holds. The meter fails
+// closed: it says so through OnUnreadable instead of counting 0, and the
+// runner ends a run with --max-tokens there, since its limit can no
+// longer be held.
 func (m *Meter) Unreadable(why string) {
 	m.mu.Lock()
 	m.unreadable++
@@ -104,7 +98,7 @@ func (m *Meter) Unreadable(why string) {
 	}
 }
 
-// UnreadableCalls is how many model calls could not be metered.
+// UnreadableCalls is how many calls could not be metered.
 func (m *Meter) UnreadableCalls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -137,11 +131,20 @@ func (m *Meter) record(c Call) {
 }
 
 // Watch makes resp's body report the call's usage as it is read by the
-// client; the body's bytes pass unchanged. Responses of other requests,
-// and error responses, are left alone.
+// client; the body's bytes pass unchanged. Only successful answers (2xx)
+// are counted: of a model call from its usage, at the end of the body;
+// of a call the meter cannot read (Classify's Unknown) as unreadable at
+// once. Free calls and error answers are left alone.
 func (m *Meter) Watch(req *http.Request, resp *http.Response) {
-	api, ok := APIFor(req.Method, req.URL.Path)
-	if !ok || resp.StatusCode != http.StatusOK || resp.Body == nil {
+	if resp.StatusCode/100 != 2 {
+		return
+	}
+	api, kind := Classify(req.Method, req.URL)
+	switch kind {
+	case Free:
+		return
+	case Unknown:
+		m.Unreadable(fmt.Sprintf("%s answered %d, and the meter cannot tell what such a call costs", Describe(req), resp.StatusCode))
 		return
 	}
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
@@ -151,7 +154,25 @@ func (m *Meter) Watch(req *http.Request, resp *http.Response) {
 	} else {
 		p = &jsonBody{api: api}
 	}
-	resp.Body = &watched{ReadCloser: resp.Body, p: p, m: m, api: api, stream: stream}
+	body := resp.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	resp.Body = &watched{ReadCloser: body, p: p, m: m, api: api, stream: stream, call: Describe(req)}
+}
+
+// maxShownPath bounds the path Describe shows: it is the agent's.
+const maxShownPath = 100
+
+// Describe names a request for a warning or a detail: its method (an
+// HTTP token), its path quoted (the agent chose it: no control character
+// passes), cut to maxShownPath bytes, and its destination.
+func Describe(req *http.Request) string {
+	p := req.URL.EscapedPath()
+	if len(p) > maxShownPath {
+		p = p[:maxShownPath] + "..."
+	}
+	return fmt.Sprintf("%.16s %s to %s", req.Method, strconv.Quote(p), req.URL.Host)
 }
 
 // parser reads a response body as it passes.
@@ -160,6 +181,10 @@ type parser interface {
 	// result is the call's usage and model, ok when any usage was seen,
 	// complete when the final usage was.
 	result() (u Usage, model string, ok, complete bool)
+	// unread says why the call's tokens are not all known ("" when they
+	// are): no usage, or a line or body past maxLine, which may have held
+	// it.
+	unread() string
 }
 
 // watched passes a body through its parser and records the call once, at
@@ -170,6 +195,7 @@ type watched struct {
 	m      *Meter
 	api    API
 	stream bool
+	call   string // Describe's
 	once   sync.Once
 }
 
@@ -194,6 +220,9 @@ func (w *watched) done() {
 		u, model, ok, complete := w.p.result()
 		if ok {
 			w.m.record(Call{API: w.api, Model: model, Stream: w.stream, Usage: u, Complete: complete})
+		}
+		if why := w.p.unread(); why != "" {
+			w.m.Unreadable(fmt.Sprintf("the answer of %s %s, so its tokens are unknown", w.call, why))
 		}
 	})
 }

@@ -92,6 +92,8 @@ func TestMeterMatchesTheLedger(t *testing.T) {
 	}
 }
 
+// Free calls and error answers are not counted, as calls or as calls the
+// meter could not read.
 func TestMeterLeavesOtherResponsesAlone(t *testing.T) {
 	m := &Meter{}
 	for _, tt := range []struct {
@@ -99,8 +101,10 @@ func TestMeterLeavesOtherResponsesAlone(t *testing.T) {
 		status       int
 	}{
 		{"GET", "/v1/models", 200},
+		{"POST", "/v1/messages/count_tokens", 200},
 		{"POST", "/v1/messages", 401},
-		{"POST", "/api/hello", 200},
+		{"POST", "/v1/messages/batches", 400},
+		{"POST", "/api/hello", 500},
 	} {
 		req, _ := http.NewRequest(tt.method, "http://x"+tt.path, nil)
 		body := io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":5,"output_tokens":5}}`))
@@ -109,17 +113,20 @@ func TestMeterLeavesOtherResponsesAlone(t *testing.T) {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
-	if len(m.Calls()) != 0 {
-		t.Errorf("metered %+v", m.Calls())
+	if len(m.Calls()) != 0 || m.UnreadableCalls() != 0 {
+		t.Errorf("metered %+v, %d unreadable", m.Calls(), m.UnreadableCalls())
 	}
 }
 
 // A stream cut before its final usage counts what was reported, marked
-// incomplete; bytes pass unchanged; an oversized line is skipped.
+// incomplete; bytes pass unchanged; an oversized line is skipped, and
+// makes the call one the meter could not read (it may have held the
+// usage).
 func TestMeterStreamEdges(t *testing.T) {
 	stream := "event: message_start\r\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":3,\"cache_creation_input_tokens\":2,\"output_tokens\":1}}}\r\n\r\n" +
 		"data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"" + strings.Repeat("x", maxLine+10) + "\"}}\n\n"
-	m := &Meter{}
+	var why []string
+	m := &Meter{OnUnreadable: func(w string) { why = append(why, w) }}
 	req, _ := http.NewRequest("POST", "http://x/v1/messages", nil)
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream))}
 	m.Watch(req, resp)
@@ -139,5 +146,60 @@ func TestMeterStreamEdges(t *testing.T) {
 	calls := m.Calls()
 	if len(calls) != 1 || calls[0].Complete || calls[0].Usage != (Usage{InputTokens: 10, OutputTokens: 1, CacheReadTokens: 3, CacheWriteTokens: 2}) || calls[0].Model != "m" {
 		t.Errorf("calls %+v", calls)
+	}
+	if len(why) != 1 || !strings.Contains(why[0], "over 8 MiB") {
+		t.Errorf("unreadable %q", why)
+	}
+}
+
+// TestMeterFailsClosed: a successful answer whose tokens the meter cannot
+// count is never counted as nothing: it is reported as unreadable (and
+// the runner ends a run with --max-tokens there). Only an API's error in
+// place of a call is not a call.
+func TestMeterFailsClosed(t *testing.T) {
+	const sse, js = "text/event-stream", "application/json"
+	big := strings.Repeat("x", maxLine)
+	for _, tt := range []struct {
+		name, method, path, ctype, body string
+		why                             string // "" when not unreadable
+		calls                           int
+	}{
+		{"no usage", "POST", "/v1/messages", js, `{"type":"message","model":"m","content":[]}`, "came without usage", 0},
+		{"usage null", "POST", "/v1/chat/completions", js, `{"model":"m","usage":null}`, "came without usage", 0},
+		{"empty", "POST", "/v1/responses", js, ``, "came without usage", 0},
+		{"body too large", "POST", "/v1/chat/completions", js, `{"model":"m","x":"` + big + `","usage":{"prompt_tokens":5000,"completion_tokens":5000}}`, "over 8 MiB", 0},
+		{"stream without usage", "POST", "/v1/chat/completions", sse, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", "came without usage", 0},
+		{"stream cut before usage", "POST", "/v1/responses", sse, "data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n", "came without usage", 0},
+		{"usage in a line too large", "POST", "/v1/responses", sse, "data: {\"type\":\"response.completed\",\"response\":{\"x\":\"" + big + "\",\"usage\":{\"input_tokens\":5000,\"output_tokens\":5000}}}\n\n", "line over 8 MiB", 0},
+		{"an API error first", "POST", "/v1/messages", sse, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n", "", 0},
+		{"an error after the start", "POST", "/v1/messages", sse, "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\ndata: {\"type\":\"error\",\"error\":{}}\n\n", "before its final usage", 1},
+		{"stream cut after the start", "POST", "/v1/messages", sse, "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\ndata: {\"type\":\"content_block_delta\"}\n\n", "before its final usage", 1},
+		{"an unknown call", "POST", "/v1/messages/batches", js, `{"id":"msgbatch_1"}`, "cannot tell what such a call costs", 0},
+		{"an unknown call's 202", "GET", "/v1/messages/batches/b/results", js, `{}`, "answered 202", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var why []string
+			m := &Meter{OnUnreadable: func(w string) { why = append(why, w) }}
+			req, _ := http.NewRequest(tt.method, "http://api.test"+tt.path, nil)
+			status := 200
+			if strings.Contains(tt.name, "202") {
+				status = 202
+			}
+			resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {tt.ctype}}, Body: io.NopCloser(strings.NewReader(tt.body))}
+			m.Watch(req, resp)
+			if b, _ := io.ReadAll(resp.Body); string(b) != tt.body {
+				t.Errorf("the body changed in passing")
+			}
+			resp.Body.Close()
+			if len(m.Calls()) != tt.calls {
+				t.Errorf("calls %+v, want %d", m.Calls(), tt.calls)
+			}
+			if tt.why == "" && len(why) != 0 || tt.why != "" && (len(why) != 1 || !strings.Contains(why[0], tt.why) || m.UnreadableCalls() != 1) {
+				t.Errorf("unreadable %q, want %q", why, tt.why)
+			}
+			if len(why) == 1 && !strings.Contains(why[0], `"`+tt.path+`" to api.test`) {
+				t.Errorf("the reason does not name the call: %q", why[0])
+			}
+		})
 	}
 }

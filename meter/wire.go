@@ -3,11 +3,14 @@ package meter
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 )
 
 // maxLine bounds one server-sent event line and a non-streamed body the
-// meter keeps: a model's usage comes in small events, and a line past this
-// (a huge streamed tool argument) carries none.
+// meter keeps: a model's usage comes in small events, and a whole answer
+// of the largest output the APIs allow is a few MiB. A line or body past
+// it is not read, and the call counts as one the meter could not read
+// (Unreadable): its usage may have been in it.
 const maxLine = 8 << 20
 
 // wireUsage is the usage object of any of the three APIs.
@@ -126,8 +129,11 @@ func (s *state) apply(payload []byte, final bool) {
 // sse parses a text/event-stream body line by line.
 type sse struct {
 	state
-	line    []byte
-	skipped bool // the current line outgrew maxLine and is dropped
+	line     []byte
+	skipped  bool // the current line outgrew maxLine and is dropped
+	overflow bool // some line did
+	data     bool // a data line was read
+	apiError bool // the first one was the API's error instead of a call
 }
 
 func newSSE(api API) *sse { return &sse{state: state{api: api}} }
@@ -147,7 +153,7 @@ func (p *sse) feed(b []byte) {
 
 func (p *sse) add(b []byte) {
 	if p.skipped || len(p.line)+len(b) > maxLine {
-		p.skipped, p.line = true, p.line[:0]
+		p.skipped, p.overflow, p.line = true, true, p.line[:0]
 		return
 	}
 	p.line = append(p.line, b...)
@@ -158,12 +164,46 @@ func (p *sse) endLine() {
 	if !p.skipped {
 		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			data = bytes.TrimPrefix(data, []byte(" "))
+			if !p.data {
+				p.data, p.apiError = true, isError(data)
+			}
 			if len(data) > 0 && data[0] == '{' && hasUsage(data) {
 				p.apply(data, false)
 			}
 		}
 	}
 	p.line, p.skipped = p.line[:0], false
+}
+
+// unread: a stream that had a line past maxLine (it may have held the
+// usage), that ended without usage (unless the API answered with an error
+// before anything else: an overloaded API's first event, no call made), or
+// that ended before its final usage: cut short by the network, or by the
+// agent closing it once it had read the text, the output it had generated
+// by then is unknown.
+func (p *sse) unread() string {
+	switch {
+	case p.overflow:
+		return fmt.Sprintf("had a line over %d MiB, past what the meter reads", maxLine>>20)
+	case !p.seen && !p.apiError:
+		return "came without usage"
+	case p.seen && !p.complete:
+		return "ended before its final usage"
+	}
+	return ""
+}
+
+// isError reports whether an event is the API's error (Anthropic's and
+// the Responses API's "type":"error", Chat Completions' "error" object).
+func isError(data []byte) bool {
+	var e struct {
+		Type  string          `json:"type"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		return false
+	}
+	return e.Type == "error" || e.Type == "" && len(e.Error) > 0 && string(e.Error) != "null"
 }
 
 // hasUsage reports whether an event carries a usage object ("usage"
@@ -189,6 +229,7 @@ type jsonBody struct {
 	api  API
 	buf  []byte
 	over bool
+	s    *state // the result, once read
 }
 
 func (p *jsonBody) feed(b []byte) {
@@ -199,10 +240,28 @@ func (p *jsonBody) feed(b []byte) {
 	p.buf = append(p.buf, b...)
 }
 
-func (p *jsonBody) result() (Usage, string, bool, bool) {
-	s := state{api: p.api}
-	if !p.over {
-		s.apply(p.buf, true)
+func (p *jsonBody) read() *state {
+	if p.s == nil {
+		p.s = &state{api: p.api}
+		if !p.over {
+			p.s.apply(p.buf, true)
+		}
+		p.buf = nil
 	}
-	return s.result()
+	return p.s
+}
+
+func (p *jsonBody) result() (Usage, string, bool, bool) { return p.read().result() }
+
+// unread: a body past maxLine is not read at all (the usage of the
+// three APIs comes at its end); a body without usage is not a call the
+// meter can count.
+func (p *jsonBody) unread() string {
+	switch {
+	case p.over:
+		return fmt.Sprintf("was over %d MiB, past what the meter reads", maxLine>>20)
+	case !p.read().seen:
+		return "came without usage"
+	}
+	return ""
 }

@@ -31,22 +31,29 @@ type Interceptor interface {
 	// Certificate is what the proxy presents to the client for host.
 	Certificate(host string) (*tls.Certificate, error)
 	// Request changes an intercepted request before it goes upstream; a
-	// non-empty refusal answers the client 429 with it instead (a spend
-	// limit reached).
-	Request(host string, port int, r *http.Request) (refusal string)
+	// non-nil Refusal answers the client instead (403 unless it says
+	// otherwise: a request the interceptor cannot account for, a spend
+	// limit reached), and nothing goes upstream.
+	Request(host string, port int, r *http.Request) *Refusal
 	// Response changes the upstream's response before the client reads it;
-	// a non-nil Refusal answers the client 502 instead (an answer the
-	// interceptor cannot read, so cannot clean), and is reported as a
-	// refused decision with its reason.
+	// a non-nil Refusal answers the client instead (502 unless it says
+	// otherwise: an answer the interceptor cannot read, so cannot clean).
 	Response(host string, port int, r *http.Request, resp *http.Response) *Refusal
 	// Roots verify the upstream's certificate (nil: the system's roots).
 	Roots() *x509.CertPool
 }
 
-// Refusal is an interceptor's refusal of an upstream's answer.
+// Refusal is an interceptor's refusal of a request or of its answer. It is
+// reported as a refused decision with its reason, unless Quiet.
 type Refusal struct {
 	Reason string // for the network event and ReasonHeader
 	Detail string // for the client, after "agentrun proxy: "
+	// Status is the client's answer; 0 means 403 for a request, 502 for
+	// an answer.
+	Status int
+	// Quiet refusals are not network events: the run's end says why (a
+	// spend limit reached).
+	Quiet bool
 }
 
 // interceptAddr is the checked destination of an intercepted connection.
@@ -238,8 +245,16 @@ func (s *Server) refusePlain(w http.ResponseWriter, host string, port int) {
 		", or, if it speaks only plain HTTP, declare it as http://"+a+" in --credential", http.StatusForbidden)
 }
 
-// tooManyTokens is the refusal answer when the interceptor says no more.
-func tooMany(w http.ResponseWriter, refusal string) {
-	w.Header().Set(ReasonHeader, refusal)
-	http.Error(w, "agentrun proxy: "+refusal, http.StatusTooManyRequests)
+// refuseIntercepted answers an interceptor's refusal, def its status
+// unless it names one, and reports it unless it is quiet.
+func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int, ref *Refusal, def int) {
+	if !ref.Quiet {
+		s.report(Access{Host: host, Port: port, Reason: ref.Reason})
+	}
+	status := ref.Status
+	if status == 0 {
+		status = def
+	}
+	w.Header().Set(ReasonHeader, ref.Reason)
+	http.Error(w, "agentrun proxy: "+ref.Detail, status)
 }

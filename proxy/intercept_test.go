@@ -65,7 +65,7 @@ type fakeInterceptor struct {
 	port    int
 	certs   *testCA
 	roots   *x509.CertPool
-	refusal string
+	refusal *Refusal
 	// plain declares the destination as speaking plain HTTP.
 	plain bool
 	// refuseAnswer, when set, refuses every upstream answer.
@@ -83,17 +83,17 @@ func (f *fakeInterceptor) Certificate(host string) (*tls.Certificate, error) {
 	return f.certs.leaf(f.t, host), nil
 }
 func (f *fakeInterceptor) Roots() *x509.CertPool { return f.roots }
-func (f *fakeInterceptor) Request(host string, port int, r *http.Request) string {
+func (f *fakeInterceptor) Request(host string, port int, r *http.Request) *Refusal {
 	f.mu.Lock()
 	f.seen = append(f.seen, r.URL.Path)
 	f.mu.Unlock()
-	if f.refusal != "" {
+	if f.refusal != nil {
 		return f.refusal
 	}
 	if r.Header.Get("X-Api-Key") == "stand-in" {
 		r.Header.Set("X-Api-Key", "real")
 	}
-	return ""
+	return nil
 }
 func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp *http.Response) *Refusal {
 	resp.Header.Set("X-Intercepted", "yes")
@@ -266,13 +266,37 @@ func TestInterceptVerifiesTheUpstream(t *testing.T) {
 	}
 }
 
+// TestInterceptRefusal: a request the interceptor refuses never goes
+// upstream; the client gets the refusal's status (403 unless it names
+// one), and the refusal is reported unless it is quiet.
 func TestInterceptRefusal(t *testing.T) {
-	w := newInterceptWorld(t, false)
-	w.icpt.refusal = "token_limit: --max-tokens 10 reached"
-	c := w.connect(t, w.upstream)
-	defer c.Close()
-	if got := getVia(t, c, "api.test"); !strings.HasPrefix(got, "429") || strings.Contains(got, "key=") {
-		t.Errorf("refused request: %q", got)
+	for _, tt := range []struct {
+		name   string
+		ref    Refusal
+		status string
+	}{
+		{"spend limit", Refusal{Reason: "token_limit", Detail: "token_limit: --max-tokens 10 reached", Status: 429, Quiet: true}, "429"},
+		{"unmetered", Refusal{Reason: ReasonUnmetered, Detail: "the meter cannot count it"}, "403"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newInterceptWorld(t, false)
+			w.icpt.refusal = &tt.ref
+			c := w.connect(t, w.upstream)
+			defer c.Close()
+			if got := getVia(t, c, "api.test"); !strings.HasPrefix(got, tt.status) || !strings.Contains(got, tt.ref.Detail) || strings.Contains(got, "key=") {
+				t.Errorf("refused request: %q", got)
+			}
+			if n := w.hits.Load(); n != 0 {
+				t.Errorf("a refused request went upstream")
+			}
+			reported := false
+			for _, a := range w.reported() {
+				reported = reported || a == (Access{Host: "api.test", Port: w.port, Reason: tt.ref.Reason})
+			}
+			if reported == tt.ref.Quiet {
+				t.Errorf("reported %v (quiet %v)", w.reported(), tt.ref.Quiet)
+			}
+		})
 	}
 }
 

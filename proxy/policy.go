@@ -223,6 +223,9 @@ const (
 	// ReasonTLSRequired: plain HTTP to an intercepted destination that
 	// does not take it (403).
 	ReasonTLSRequired = events.ReasonTLSRequired
+	// ReasonUnmetered: the interceptor refused a request whose cost it
+	// cannot count while a spend limit holds (403).
+	ReasonUnmetered = events.ReasonUnmetered
 )
 
 // Decision is the verdict on one destination.

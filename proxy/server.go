@@ -566,8 +566,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 			s.refusePlain(w, host, port)
 			return
 		}
-		if refusal := s.Intercept.Request(host, port, out); refusal != "" {
-			tooMany(w, refusal)
+		if ref := s.Intercept.Request(host, port, out); ref != nil {
+			s.refuseIntercepted(w, host, port, ref, http.StatusForbidden)
 			return
 		}
 	}
@@ -586,9 +586,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	defer resp.Body.Close()
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
-			s.report(Access{Host: host, Port: port, Reason: ref.Reason})
-			w.Header().Set(ReasonHeader, ref.Reason)
-			http.Error(w, "agentrun proxy: "+ref.Detail, http.StatusBadGateway)
+			s.refuseIntercepted(w, host, port, ref, http.StatusBadGateway)
 			return
 		}
 	}

@@ -212,12 +212,12 @@ func allowEntry(d credentials.Dest, iso *isolation) string {
 // it into the state directory, which the sandbox sees: the authority's
 // certificate, and a bundle of the system's roots, the user's CAs and it.
 // The authority's key stays in this process.
-func (c *creds) build(stateDir string, m *meter.Meter) error {
+func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
 	ca, err := credentials.NewAuthority(c.set.Dests(), time.Now())
 	if err != nil {
 		return err
 	}
-	c.intercept = &credentials.Interceptor{Set: c.set, Authority: ca, Meter: m, RootCAs: c.roots}
+	c.intercept = &credentials.Interceptor{Set: c.set, Authority: ca, Meter: m, RootCAs: c.roots, RefuseUnmetered: maxTokens > 0}
 	extra := append(append([]byte{}, ca.CertPEM()...), c.userCAs...)
 	bundle := append([]byte{}, c.userCAs...)
 	for _, p := range systemBundles {
@@ -272,7 +272,7 @@ func meterOf(m *meter.Meter) *events.Meter {
 	}
 	t := m.Total()
 	return &events.Meter{Calls: len(m.Calls()), InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens}
+		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens, Unmetered: m.UnreadableCalls()}
 }
 
 // tokenLimitRefusal is the proxy's answer to model calls past --max-tokens.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -87,6 +88,9 @@ type run struct {
 	stop     *stopper
 	meter    *meter.Meter // the model calls to credential hosts, nil without
 	meterMu  sync.Mutex   // orders the writes of --meter-file
+	// unmetered counts the calls the meter could not count, for the
+	// bound on their warnings.
+	unmetered atomic.Int32
 	// unavailable: the sandbox could not be built (end.detail says why).
 	unavailable bool
 }
@@ -158,7 +162,7 @@ func (r *run) build() *events.End {
 	}
 	if c := r.p.creds; c != nil {
 		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
-		if err := c.build(stateDir, r.meter); err != nil {
+		if err := c.build(stateDir, r.meter, o.MaxTokens); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
 		r.writeMeterFile()
@@ -315,7 +319,10 @@ func (r *run) finish() *events.End {
 	r.pipe.mu.Lock()
 	end := r.agg.Finish(outcome)
 	r.pipe.mu.Unlock()
-	if m := end.Meter; m != nil && !m.Matches {
+	if m := end.Meter; m != nil && m.Unmetered > 0 {
+		r.warn(fmt.Sprintf("%d calls to the credential destinations could not be metered, so %s's token counts cannot be checked (metered: input %d, output %d, cache read %d, cache write %d over %d calls); see end.meter",
+			m.Unmetered, o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
+	} else if m != nil && !m.Matches {
 		r.warn(fmt.Sprintf("the model API reported other token counts than %s did (metered: input %d, output %d, cache read %d, cache write %d over %d calls); see end.meter",
 			o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
 	}
@@ -360,12 +367,22 @@ func (r *run) writeMeterFile() {
 	}
 }
 
-// onUnmeteredCall: a model call's answer could not be metered (and was
-// refused). Its tokens are unknown, so a --max-tokens limit can no longer
-// be held: the meter fails closed, further model calls are refused and
-// the run ends with limit.
+// maxUnmeteredWarnings bounds the lines onUnmeteredCall writes: without
+// --max-tokens an agent may make as many such calls as it likes, and
+// end.meter.unmetered counts them all.
+const maxUnmeteredWarnings = 10
+
+// onUnmeteredCall: a call's tokens could not be metered (see
+// meter.Unreadable). They are unknown, so a --max-tokens limit can no
+// longer be held: the meter fails closed, further model calls are refused
+// and the run ends with limit.
 func (r *run) onUnmeteredCall(why string) {
-	r.warn("a model call could not be metered and its answer was refused: " + why)
+	switch n := r.unmetered.Add(1); {
+	case n <= maxUnmeteredWarnings:
+		r.warn("a call could not be metered: " + why)
+	case n == maxUnmeteredWarnings+1:
+		r.warn("more calls could not be metered; end.meter.unmetered counts them")
+	}
 	max := r.o.MaxTokens
 	if max <= 0 {
 		return

@@ -50,6 +50,10 @@ var FieldOrder = map[string][]string{
 // without a metered credential, network.suppressed but on a summary.
 var Optional = map[string]bool{"start.credentials": true, "end.meter": true, "network.suppressed": true}
 
+// MeterOrder is the key order of end.meter; unmetered is absent unless a
+// call went unmetered.
+var MeterOrder = []string{"calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "matches", "unmetered"}
+
 // UsageOrder is the key order of a usage total (subagent_end.usage,
 // end.usage); its by_model entries have the first five.
 var UsageOrder = []string{"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd", "by_model"}
@@ -280,6 +284,7 @@ func (c *Checker) rules(n int, raw []byte, e events.Event) {
 		}
 	case *events.End:
 		c.checkUsage(n, raw)
+		c.checkMeter(n, raw)
 		if e.Status == events.StatusRejected {
 			c.rejected = n
 		}
@@ -333,6 +338,28 @@ func (c *Checker) checkUsage(n int, raw []byte) {
 		if !c.keysInOrder(keys, UsageOrder[:5]) {
 			c.fail(n, "usage.by_model[%s] fields %v, want %v", m, keys, UsageOrder[:5])
 		}
+	}
+}
+
+// checkMeter checks the key order of end.meter, when there is one.
+func (c *Checker) checkMeter(n int, raw []byte) {
+	var obj struct {
+		Meter json.RawMessage `json:"meter"`
+	}
+	if json.Unmarshal(raw, &obj) != nil || obj.Meter == nil {
+		return
+	}
+	keys, err := KeyOrder(obj.Meter)
+	if err != nil {
+		c.fail(n, "meter is not an object")
+		return
+	}
+	want := MeterOrder
+	if !slices.Contains(keys, "unmetered") {
+		want = MeterOrder[:len(MeterOrder)-1]
+	}
+	if !c.keysInOrder(keys, want) {
+		c.fail(n, "meter fields %v, want %v", keys, want)
 	}
 }
 

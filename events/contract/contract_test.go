@@ -16,6 +16,7 @@ const (
 	usage     = `{"schema":1,"type":"usage","time":"2026-10-04T13:00:01.700Z","parent":null,"model":"m","input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4,"cost_usd":null,"context_tokens":8}`
 	text      = `{"schema":1,"type":"text","time":"2026-10-04T13:00:02.500Z","parent":null,"text":"done"}`
 	end       = `{"schema":1,"type":"end","time":"2026-10-04T13:00:03.000Z","status":"finished","exit_code":0,"detail":"","duration_ms":3000,"usage":{"input_tokens":null,"output_tokens":null,"cache_read_tokens":null,"cache_write_tokens":null,"cost_usd":null,"by_model":{}},"result":"done","session_id":null}`
+	meter     = `,"meter":{"calls":2,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":false,"unmetered":1}}`
 	rejected  = `{"schema":1,"type":"end","time":"2026-10-04T13:00:00.003Z","status":"rejected","exit_code":null,"detail":"--runtime: unknown runtime","duration_ms":3,"usage":{"input_tokens":null,"output_tokens":null,"cache_read_tokens":null,"cache_write_tokens":null,"cost_usd":null,"by_model":{}},"result":null,"session_id":null}`
 )
 
@@ -59,6 +60,12 @@ func TestCheck(t *testing.T) {
 			want: []string{"line 2: text fields [schema type time text parent], want [schema type time parent text]"}},
 		{name: "usage fields reordered", lines: []string{start, strings.Replace(end, `"input_tokens":null,"output_tokens":null`, `"output_tokens":null,"input_tokens":null`, 1)},
 			want: []string{"line 2: usage fields"}},
+		{name: "meter", lines: []string{start, strings.TrimSuffix(end, "}") + meter}, exact: true},
+		{name: "meter without unmetered", lines: []string{start, strings.TrimSuffix(end, "}") + strings.Replace(meter, `,"unmetered":1`, ``, 1)}, exact: true},
+		{name: "meter fields reordered", lines: []string{start, strings.TrimSuffix(end, "}") + strings.Replace(meter, `"matches":false,"unmetered":1`, `"unmetered":1,"matches":false`, 1)},
+			want: []string{"line 2: meter fields [calls input_tokens output_tokens cache_read_tokens cache_write_tokens unmetered matches]"}},
+		{name: "matches with calls unmetered", lines: []string{start, strings.TrimSuffix(end, "}") + strings.Replace(meter, `"matches":false`, `"matches":true`, 1)},
+			want: []string{"line 2: end /meter/matches"}},
 		{name: "impossible time", lines: []string{start, strings.Replace(text, "2026-10-04", "2026-13-04", 1), end},
 			want: []string{"line 2: time \"2026-13-04T13:00:02.500Z\" is not RFC 3339 UTC with milliseconds"}},
 		// What schema 1 may add passes, except in Exact mode (agentrun's own streams).

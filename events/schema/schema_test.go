@@ -37,6 +37,8 @@ func TestAdditions(t *testing.T) {
 		"new reason":     strings.Replace(valid["network"], `"not_allowed"`, `"rate_limited"`, 1),
 		"unresolvable":   strings.Replace(valid["network"], `"not_allowed"`, `"unresolvable"`, 1),
 		"summary":        strings.Replace(valid["network"], `"not_allowed"}`, `"not_allowed","suppressed":7}`, 1),
+		"unmetered":      strings.Replace(valid["network"], `"not_allowed"`, `"unmetered"`, 1),
+		"meter":          strings.Replace(valid["end"], `"session_id":null}`, `"session_id":null,"meter":{"calls":1,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":false,"unmetered":2}}`, 1),
 	} {
 		if errs := Validate([]byte(line)); errs != nil {
 			t.Errorf("%s: %v", name, errs)
@@ -84,6 +86,8 @@ func TestRejects(t *testing.T) {
 		{"allowed with a reason", "network", `"allowed":false`, `"allowed":true`, "/reason"},
 		{"refused without a reason", "network", `"reason":"not_allowed"`, `"reason":null`, "/reason"},
 		{"summary of none", "network", `"not_allowed"}`, `"not_allowed","suppressed":0}`, "/suppressed"},
+		{"unmetered none", "end", `"session_id":null}`, `"session_id":null,"meter":{"calls":1,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":false,"unmetered":0}}`, "/meter/unmetered"},
+		{"matches with calls unmetered", "end", `"session_id":null}`, `"session_id":null,"meter":{"calls":1,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":true,"unmetered":2}}`, "/meter/matches"},
 		{"port out of range", "network", `"port":443`, `"port":70000`, "/port"},
 		{"rejected with an exit code", "end", `"status":"finished","exit_code":0,"detail":""`, `"status":"rejected","exit_code":0,"detail":"bad flag"`, "/exit_code"},
 	}

@@ -148,10 +148,10 @@ done`, base, mode)
 	t.Run("scrub", func(t *testing.T) {
 		script := fmt.Sprintf(`for m in honour gzip deflate compress; do
   echo "== $m"
-  curl -s --compressed -D - -H "X-Echo: $KEY" %[1]s/$m/echo
+  curl -s --compressed -D - -H "X-Api-Key: $KEY" %[1]s/$m/echo
   echo
 done >&2
-curl -s -H "X-Echo: $KEY" %[1]s/honour/echo >&2`, base)
+curl -s -H "X-Api-Key: $KEY" %[1]s/honour/echo >&2`, base)
 		bin := fakeCLI(t, []byte(`{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{"input_tokens":1,"output_tokens":1}}`+"\n"), script)
 		r := runAgentrun(t, invocation{args: args(t.TempDir()), prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "KEY=" + real}})
 		out := string(r.stderr)
@@ -161,7 +161,7 @@ curl -s -H "X-Echo: $KEY" %[1]s/honour/echo >&2`, base)
 		for _, m := range []string{"honour", "gzip", "deflate"} {
 			_, after, _ := strings.Cut(out, "== "+m)
 			after, _, _ = strings.Cut(after, "== ")
-			if !strings.Contains(after, "X-Echo: "+credentials.StandInPrefix) {
+			if !strings.Contains(after, "X-Api-Key: "+credentials.StandInPrefix) {
 				t.Errorf("%s: the echoed header did not come back scrubbed: %s", m, out)
 			}
 		}
