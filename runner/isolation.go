@@ -59,8 +59,10 @@ func defaultSandbox() string {
 	return sandbox.None
 }
 
-// newIsolation validates the options; errors are rejections.
-func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
+// newIsolation validates the options for the workspace ws; errors are
+// rejections.
+func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
+	cwd := ws.Path
 	iso := &isolation{mode: o.Sandbox}
 	if iso.mode == "" {
 		iso.mode = defaultSandbox()
@@ -89,7 +91,7 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		iso.maxProcs = DefaultMaxProcs
 	}
 	homes := callerHomes()
-	if h := ownerHome(cwd); h != "" && !slices.Contains(homes, h) {
+	if h := ownerHome(ws.UID); h != "" && !slices.Contains(homes, h) {
 		homes = append(homes, h)
 	}
 	iso.denyRead = sandbox.DefaultDenyRead(homes...)
@@ -179,10 +181,10 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	return out
 }
 
-// sandboxConfig is the bubblewrap set-up for a command in cwd whose binary
-// is bin, with the run's private state directory writable.
-func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
-	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
+// sandboxConfig is the bubblewrap set-up for a command in the workspace ws
+// whose binary is bin, with the run's private state directory writable.
+func (i *isolation) sandboxConfig(ws *sandbox.Workspace, stateDir, bin string) *sandbox.Config {
+	cfg := &sandbox.Config{Workspace: ws.Path, Dir: ws, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
 		DenyRead: i.denyRead, Protect: i.git.Paths, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
 		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
@@ -360,15 +362,11 @@ func systemTree(dir string) string {
 	return ""
 }
 
-// ownerHome is the passwd home of the workspace's owner, or "": when root
-// works in another user's project (/home/alice/proj), alice's ~/.ssh is as
-// much a secret as root's own, and her home as little a workspace.
-func ownerHome(dir string) string {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return ""
-	}
-	u, err := user.LookupId(strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)))
+// ownerHome is the passwd home of the workspace's owner uid, or "": when
+// root works in another user's project (/home/alice/proj), alice's ~/.ssh
+// is as much a secret as root's own, and her home as little a workspace.
+func ownerHome(uid int) string {
+	u, err := user.LookupId(strconv.Itoa(uid))
 	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
 		return ""
 	}

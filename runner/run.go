@@ -52,7 +52,10 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 }
 
 func (r *run) run(ctx context.Context) *events.End {
-	defer func() { r.cleanup() }() // the phases extend cleanup as they go
+	defer func() {
+		r.cleanup() // the phases extend cleanup as they go
+		r.p.close()
+	}()
 	for _, phase := range []func() *events.End{r.prepare, r.build, r.start} {
 		if end := phase(); end != nil {
 			return end
@@ -168,7 +171,7 @@ func (r *run) build() *events.End {
 		return r.end(events.StatusRejected, err.Error())
 	}
 	if o.RawPath != "" {
-		f, err := FilesFor(r.p.cwd).Create(o.RawPath, 0o600)
+		f, err := r.p.files().Create(o.RawPath, 0o600)
 		if err != nil {
 			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
 		}
@@ -201,7 +204,7 @@ func (r *run) start() *events.End {
 		ps.intercept = p.creds.intercept
 	}
 	if p.iso.sandboxed() {
-		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
+		ps.sandbox = p.iso.sandboxConfig(p.ws, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})

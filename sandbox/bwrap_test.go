@@ -13,11 +13,12 @@ func TestArgs(t *testing.T) {
 	cfg := Config{Workspace: "/tmp/ws", Writable: []string{"/tmp/state"}, ReadOnly: []string{"/tmp/cli", "/tmp/ws/inside"},
 		Protect: []string{".git"}, Init: "/usr/bin/agentrun", Proc: HostProc}
 	deny := []Deny{{Path: "/home/u/.ssh", IsDir: true}, {Path: "/home/u/.netrc"}}
-	got := strings.Join(Args("bwrap", cfg, deny, nil), " ")
+	ws := []fdMount{{fd: 5, dest: "/tmp/ws"}, {fd: 6, dest: "/tmp/ws/.git", ro: true}}
+	got := strings.Join(Args("bwrap", cfg, deny, nil, ws), " ")
 	for _, want := range []string{
 		"--unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-net",
 		"--cap-drop ALL --ro-bind / / --dev /dev --ro-bind /proc /proc --perms 1777 --tmpfs /tmp",
-		"--bind /tmp/state /tmp/state --bind /tmp/ws /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind /tmp/ws/.git /tmp/ws/.git --ro-bind /usr/bin/agentrun " + InitPath,
+		"--bind /tmp/state /tmp/state --bind-fd 5 /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind-fd 6 /tmp/ws/.git --ro-bind /usr/bin/agentrun " + InitPath,
 		"--perms 0000 --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh --ro-bind /dev/null /home/u/.netrc",
 		"--chdir / --seccomp 4 --",
 	} {
@@ -25,7 +26,7 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"/tmp/ws/inside", "--userns", "--cap-add", "/etc/passwd"} {
+	for _, unwanted := range []string{"/tmp/ws/inside", "--userns", "--cap-add", "/etc/passwd", "--bind /tmp/ws", "--ro-bind /tmp/ws"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("args hold %q: %s", unwanted, got)
 		}
@@ -36,32 +37,33 @@ func TestArgs(t *testing.T) {
 	cfg.Proc = FreshProc
 	nested := cfg
 	nested.Workspace, nested.ReadOnly = "/tmp/t/ws", []string{"/tmp/t/cli/bin"}
-	if got := strings.Join(Args("bwrap", nested, nil, nil), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
+	if got := strings.Join(Args("bwrap", nested, nil, nil, ws), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
 		t.Errorf("the directories above binds under /tmp are made searchable, once: %s", got)
 	}
-	got = strings.Join(Args("bwrap", cfg, nil, nil), " ")
+	got = strings.Join(Args("bwrap", cfg, nil, nil, ws), " ")
 	if !strings.Contains(got, "--proc /proc --ro-bind-try /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger") {
 		t.Errorf("a fresh /proc keeps the kernel's knobs read-only: %s", got)
 	}
 
 	// A root caller: bubblewrap joins the agent's user namespace and keeps
-	// only what the init needs to drop; the workspace comes from the
-	// idmapped mount, .git too.
+	// only what the init needs to drop; the workspace's mounts come from
+	// the idmapped copy (by descriptor, as ever).
 	d := &dropped{hostUID: hostIDBase + 7, ws: "/tmp/agentrun-host-1/ws", masks: []string{"/root"}}
-	got = strings.Join(Args("bwrap", cfg, nil, d), " ")
+	rootWS := []fdMount{{fd: 8, dest: "/tmp/ws"}, {fd: 9, dest: "/tmp/ws/.git", ro: true}}
+	got = strings.Join(Args("bwrap", cfg, nil, d, rootWS), " ")
 	for _, want := range []string{
 		"bwrap --die-with-parent --userns 5 --unshare-ipc",
 		"--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --ro-bind / /",
 		"--perms 1777 --tmpfs /tmp --tmpfs /root --perms 0644 --ro-bind-data 6 /etc/passwd --perms 0644 --ro-bind-data 7 /etc/group",
-		"--bind /tmp/agentrun-host-1/ws /tmp/ws",
-		"--ro-bind /tmp/agentrun-host-1/ws/.git /tmp/ws/.git",
+		"--bind-fd 8 /tmp/ws",
+		"--ro-bind-fd 9 /tmp/ws/.git",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("root caller's args lack %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "--unshare-user") {
-		t.Errorf("a root caller's sandbox joins its own user namespace: %s", got)
+	if strings.Contains(got, "--unshare-user") || strings.Contains(got, "agentrun-host-1") {
+		t.Errorf("a root caller's sandbox joins its own user namespace and mounts the workspace by descriptor: %s", got)
 	}
 }
 
