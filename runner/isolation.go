@@ -126,6 +126,35 @@ func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
 	return iso, nil
 }
 
+// hideSessions adds --session-dir to what the sandbox hides: it holds
+// other runs' sessions (their prompts, answers and tool output), which the
+// agent could read and, as their owner in a Pod, change. One that holds the
+// workspace is refused; one inside it cannot be hidden (the agent could
+// move it), and a [note] says so (see notes).
+func (i *isolation) hideSessions(dir, cwd string) error {
+	if !i.sandboxed() {
+		return nil
+	}
+	abs := sessionDirAbs(dir)
+	switch {
+	case within(cwd, abs):
+		return reject("--session-dir %s contains the working directory %s, where the agent could read and change other runs' sessions: keep the sessions elsewhere", dir, cwd)
+	case within(abs, cwd):
+		return nil
+	}
+	i.denyRead = append(i.denyRead, abs)
+	return nil
+}
+
+// sessionDirAbs is --session-dir where it really is.
+func sessionDirAbs(dir string) string {
+	abs, _ := filepath.Abs(dir)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
 // prepareWorkspace readies the workspace cwd just before the sandbox
 // starts: the read-only placeholder .git when the search asked for one.
 // The returned function undoes it after the run.
@@ -172,11 +201,8 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	if i.git.Partial {
 		out = append(out, GitSearchNote)
 	}
-	if sessionDir != "" {
-		abs, _ := filepath.Abs(sessionDir)
-		if abs == cwd || strings.HasPrefix(abs, cwd+"/") {
-			out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can change the saved sessions", sessionDir))
-		}
+	if sessionDir != "" && within(sessionDirAbs(sessionDir), cwd) {
+		out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can read and change the saved sessions", sessionDir))
 	}
 	return out
 }

@@ -183,3 +183,39 @@ func openWS(t *testing.T, dir string) *sandbox.Workspace {
 func fakeWS(path string) *sandbox.Workspace {
 	return &sandbox.Workspace{Path: path, UID: 1000, GID: 1000}
 }
+
+// --session-dir reads as nothing in the sandbox, after the other deny
+// entries; one that holds the workspace is refused, and one inside it is
+// left visible with a note (the agent could move it out of the way).
+func TestSessionDirIsHidden(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(filepath.Join(ws, "sessions"), 0o755)
+	os.MkdirAll(filepath.Join(base, "sessions"), 0o755)
+	newIso := func() *isolation {
+		iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", DenyRead: []string{"/srv/keys"}}, openWS(t, ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return iso
+	}
+	iso := newIso()
+	if err := iso.hideSessions(filepath.Join(base, "sessions"), ws); err != nil {
+		t.Fatal(err)
+	}
+	if deny := iso.startDenyRead(); deny[len(deny)-2] != "/srv/keys" || deny[len(deny)-1] != filepath.Join(base, "sessions") {
+		t.Errorf("deny_read ends with %v", deny[len(deny)-2:])
+	}
+	iso = newIso()
+	if err := iso.hideSessions(base, ws); err == nil || !strings.Contains(err.Error(), "contains the working directory") {
+		t.Errorf("a session directory that holds the workspace: %v", err)
+	}
+	iso = newIso()
+	inside := filepath.Join(ws, "sessions")
+	if err := iso.hideSessions(inside, ws); err != nil || iso.startDenyRead()[len(iso.startDenyRead())-1] != "/srv/keys" {
+		t.Errorf("a session directory inside the workspace: %v %v", err, iso.startDenyRead())
+	}
+	if notes := iso.notes(inside, ws); len(notes) != 1 || !strings.Contains(notes[0], "can read and change the saved sessions") {
+		t.Errorf("notes %q", notes)
+	}
+}

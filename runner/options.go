@@ -129,6 +129,9 @@ func prepare(o Options) (_ *prepared, err error) {
 		if err := files.MkdirAll(o.SessionDir, 0o700); err != nil {
 			return nil, reject("--session-dir %s: %v; pass a writable directory", o.SessionDir, err)
 		}
+		if err := p.iso.hideSessions(o.SessionDir, p.cwd); err != nil {
+			return nil, err
+		}
 	}
 	if o.Resume != "" {
 		f, err := files.Open(sessionFile(o.SessionDir, o.Runtime, o.Resume))

@@ -299,18 +299,7 @@ func (r *run) finish() *events.End {
 		}
 	}
 	if o.SessionDir != "" && r.store != nil {
-		if id := r.agg.SessionID(); id != "" && !adapters.ValidSessionID(id) {
-			// The id comes from the CLI's output, which the agent can write
-			// into; such an id would name a path (the raw output keeps it).
-			r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _): the session is not saved", o.Runtime, id))
-		} else if id != "" {
-			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
-			if err != nil {
-				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
-			} else if saved {
-				outcome.SessionID = id
-			}
-		}
+		outcome.SessionID = r.saveSession()
 	}
 	r.pipe.mu.Lock()
 	end := r.agg.Finish(outcome)
@@ -320,6 +309,36 @@ func (r *run) finish() *events.End {
 			o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
 	}
 	return end
+}
+
+// saveSession saves the run's session in --session-dir and returns its id,
+// or "" when none was saved. The id is the one agentrun gave the CLI (or
+// --resume's), never the one the CLI's output reports: the agent can write
+// into that output (/proc/$PPID/fd/1), and a reported id of another run's
+// session would overwrite that run's file with the agent's transcript.
+func (r *run) saveSession() string {
+	o := r.o
+	id := r.spec.SessionID
+	if o.Resume != "" {
+		id = o.Resume
+	}
+	switch reported := r.agg.SessionID(); {
+	case reported == "" || reported == id:
+	case !adapters.ValidSessionID(reported):
+		// Such an id would name a path (the raw output keeps it).
+		r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _) nor the one agentrun gave it (%s): only %s is saved", o.Runtime, reported, id, id))
+	default:
+		r.warn(fmt.Sprintf("--session-dir: %s reported the session id %s, not the one agentrun gave it (%s): only %s is saved", o.Runtime, reported, id, id))
+	}
+	saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
+	if err != nil {
+		r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
+		return ""
+	}
+	if !saved {
+		return ""
+	}
+	return id
 }
 
 // agentVars are the user's variables for the agent, then the credentials'
