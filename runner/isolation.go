@@ -1,9 +1,7 @@
 package runner
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"os/user"
@@ -119,7 +117,7 @@ func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
 		}
 	}
 	if !o.WritableGit {
-		if iso.git, err = sandbox.ProtectGit(cwd); err != nil {
+		if iso.git, err = sandbox.ProtectGit(ws); err != nil {
 			return nil, reject("%v", err)
 		}
 	}
@@ -155,26 +153,16 @@ func sessionDirAbs(dir string) string {
 	return abs
 }
 
-// prepareWorkspace readies the workspace cwd just before the sandbox
-// starts: the read-only placeholder .git when the search asked for one.
-// The returned function undoes it after the run.
-func (i *isolation) prepareWorkspace(cwd string) (func(), error) {
-	if !i.sandboxed() || !i.git.Placeholder {
+// prepareWorkspace readies the workspace ws just before the sandbox
+// starts: the read-only placeholders the search asked for (a .git where
+// git would otherwise take one the agent made). The returned function
+// undoes it after the run.
+func (i *isolation) prepareWorkspace(ws *sandbox.Workspace) (func(), error) {
+	if !i.sandboxed() || len(i.git.Placeholders) == 0 {
 		return func() {}, nil
 	}
-	undo, err := sandbox.MakeGitPlaceholder(cwd)
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		// Where this user cannot make it, neither can the agent, who
-		// writes as this user or with less.
-		i.git.Paths = slices.DeleteFunc(i.git.Paths, func(p string) bool { return p == ".git" })
-		return func() {}, nil
-	}
-	return undo, err
+	return sandbox.MakeGitPlaceholders(ws, &i.git)
 }
-
-// GitSearchNote is the [note] of a workspace too large to search for
-// repositories in full (without node_modules).
-var GitSearchNote = fmt.Sprintf("the search for repositories in the working directory stopped after %d directories: a .git deeper in it is not read-only for the agent", sandbox.MaxGitSearchDirs)
 
 // sandboxed reports whether the agent runs in bubblewrap.
 func (i *isolation) sandboxed() bool { return i.mode == sandbox.Bubblewrap }
@@ -197,10 +185,7 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	if !i.sandboxed() {
 		return []string{NoSandboxNote}
 	}
-	var out []string
-	if i.git.Partial {
-		out = append(out, GitSearchNote)
-	}
+	out := append([]string{}, i.git.Notes...)
 	if sessionDir != "" && within(sessionDirAbs(sessionDir), cwd) {
 		out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can read and change the saved sessions", sessionDir))
 	}
@@ -211,7 +196,7 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 // whose binary is bin, with the run's private state directory writable.
 func (i *isolation) sandboxConfig(ws *sandbox.Workspace, stateDir, bin string) *sandbox.Config {
 	cfg := &sandbox.Config{Workspace: ws.Path, Dir: ws, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-		DenyRead: i.denyRead, Protect: i.git.Paths, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
+		DenyRead: i.denyRead, Protect: i.git, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
 		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
 	return cfg

@@ -142,10 +142,10 @@ func TestGitPlaceholder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !iso.git.Placeholder || strings.Join(iso.git.Paths, ",") != ".git" {
+	if strings.Join(iso.git.Placeholders, ",") != ".git" || strings.Join(iso.git.Paths, ",") != ".git" {
 		t.Fatalf("git %+v", iso.git)
 	}
-	undo, err := iso.prepareWorkspace(ws)
+	undo, err := iso.prepareWorkspace(openWS(t, ws))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestGitPlaceholder(t *testing.T) {
 	os.Chmod(ws, 0o555)
 	defer os.Chmod(ws, 0o755)
 	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
-	if _, err := iso.prepareWorkspace(ws); err != nil || len(iso.git.Paths) != 0 {
+	if _, err := iso.prepareWorkspace(openWS(t, ws)); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
 	}
 }

@@ -187,7 +187,7 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
-	undo, err := p.iso.prepareWorkspace(p.cwd)
+	undo, err := p.iso.prepareWorkspace(p.ws)
 	if err != nil {
 		return r.end(events.StatusFailed, err.Error())
 	}

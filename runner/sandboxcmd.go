@@ -47,10 +47,10 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	}
 	defer p.close()
 	p.iso.prepareHost()
-	if p.iso.git.Partial {
-		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", GitSearchNote)
+	for _, n := range p.iso.git.Notes {
+		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", n)
 	}
-	undo, err := p.iso.prepareWorkspace(p.cwd)
+	undo, err := p.iso.prepareWorkspace(p.ws)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -150,10 +150,10 @@ type Config struct {
 	Writable []string // further writable paths (the run's state directory)
 	ReadOnly []string // paths that must be visible even under /tmp (the CLI, its files)
 	DenyRead []string // in order: defaults, then --deny-read
-	// Protect are paths inside the workspace bound read-only over
-	// themselves (its repositories' git directories, see ProtectGit),
-	// relative to it.
-	Protect   []string
+	// Protect is what of the workspace is bound read-only over itself
+	// (its repositories' git directories, see ProtectGit), with the
+	// directories on its way bound over themselves.
+	Protect   GitProtection
 	NoNetwork bool // --network none: no proxy inside at all
 	Proc      ProcMode
 	// Home is the agent's HOME (named in a root caller's /etc/passwd).

@@ -11,7 +11,7 @@ import (
 
 func TestArgs(t *testing.T) {
 	cfg := Config{Workspace: "/tmp/ws", Writable: []string{"/tmp/state"}, ReadOnly: []string{"/tmp/cli", "/tmp/ws/inside"},
-		Protect: []string{".git"}, Init: "/usr/bin/agentrun", Proc: HostProc}
+		Protect: GitProtection{Paths: []string{".git"}}, Init: "/usr/bin/agentrun", Proc: HostProc}
 	deny := []Deny{{Path: "/home/u/.ssh", IsDir: true}, {Path: "/home/u/.netrc"}}
 	ws := []fdMount{{fd: 5, dest: "/tmp/ws"}, {fd: 6, dest: "/tmp/ws/.git", ro: true}}
 	got := strings.Join(Args("bwrap", cfg, deny, nil, ws), " ")
@@ -148,7 +148,12 @@ func TestProtectGit(t *testing.T) {
 					}
 				}
 			}
-			got, err := ProtectGit(ws)
+			dir, err := OpenWorkspace(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			got, err := ProtectGit(dir)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)
@@ -158,7 +163,7 @@ func TestProtectGit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || got.Placeholder != tt.placeholder || got.Partial {
+			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || (len(got.Placeholders) > 0) != tt.placeholder || len(got.Notes) > 0 {
 				t.Errorf("ProtectGit = %+v, want paths %v placeholder %v", got, tt.paths, tt.placeholder)
 			}
 		})
@@ -172,29 +177,49 @@ func TestProtectGitSearchIsBounded(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755)
 	os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755)
-	got, err := findGit(ws, 10)
-	if err != nil || !got.Partial || strings.Join(got.Paths, ",") != "d00/.git" {
-		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and Partial", got, err)
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	got, err := findGit(dir, 10, MaxGitMounts)
+	if err != nil || !slices.Contains(got.Notes, GitSearchNote) || strings.Join(got.Paths, ",") != "d00/.git" {
+		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and a note", got, err)
 	}
 }
 
 func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
 	ws := t.TempDir()
-	undo, err := MakeGitPlaceholder(ws)
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	g := &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
+	undo, err := MakeGitPlaceholders(dir, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	undo()
-	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
-		t.Errorf("the empty placeholder was left")
+	for _, p := range []string{".git", "a/b/.git"} {
+		if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || !st.IsDir() {
+			t.Errorf("no placeholder %s: %v", p, err)
+		}
 	}
-	undo, _ = MakeGitPlaceholder(ws)
+	undo()
+	for _, p := range []string{".git", "a"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("the empty placeholder %s was left", p)
+		}
+	}
+	g = &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
+	undo, _ = MakeGitPlaceholders(dir, g)
 	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(ws, "a", "kept"), []byte("x"), 0o644)
 	undo()
-	if _, err := os.Stat(filepath.Join(ws, ".git", "HEAD")); err != nil {
-		t.Errorf("a placeholder that is no longer empty must stay: %v", err)
+	for _, p := range []string{".git/HEAD", "a/kept"} {
+		if _, err := os.Stat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("a placeholder that is no longer empty must stay: %v", err)
+		}
 	}
-	if _, err := MakeGitPlaceholder(ws); err == nil {
+	if _, err := os.Lstat(filepath.Join(ws, "a", "b")); err == nil {
+		t.Errorf("the empty placeholders below a kept directory were left")
+	}
+	g = &GitProtection{Paths: []string{".git"}, Placeholders: []string{".git"}}
+	if _, err := MakeGitPlaceholders(dir, g); err == nil {
 		t.Errorf("an existing .git is never taken for a placeholder")
 	}
 }

@@ -114,17 +114,27 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 
 // workspaceMounts opens what bubblewrap mounts of the workspace below src
 // (the workspace, or its idmapped copy), hands the descriptors to it and
-// returns the mounts: the workspace, then the protected paths read-only.
-// Each is opened without following links, and must be what it was when
-// the workspace was searched: a directory or a file, not a link.
+// returns the mounts: the workspace, the directories on the way to what is
+// protected (bound over themselves, so that none can be renamed or
+// removed: the kernel refuses that for a mount point), then what is
+// protected, read-only. Each is opened without following links, and must
+// be what the search found: a directory or a file of the same device and
+// inode.
 func (p *Prepared) workspaceMounts(cfg Config, src int) ([]fdMount, error) {
 	var out []fdMount
 	add := func(rel string, ro bool) error {
 		fd, err := openBeneath(src, rel, unix.O_PATH)
 		if err == nil {
-			if _, typ, serr := statFD(fd); serr != nil || typ != unix.S_IFDIR && typ != unix.S_IFREG {
-				unix.Close(fd)
+			id, typ, serr := statFD(fd)
+			want, known := cfg.Protect.ids[rel]
+			switch {
+			case serr != nil || typ != unix.S_IFDIR && typ != unix.S_IFREG:
 				err = errors.New("neither a directory nor a file")
+			case known && id != want:
+				err = errors.New("not what was found there")
+			}
+			if err != nil {
+				unix.Close(fd)
 			}
 		}
 		if err != nil {
@@ -137,7 +147,12 @@ func (p *Prepared) workspaceMounts(cfg Config, src int) ([]fdMount, error) {
 	if err := add(".", false); err != nil {
 		return nil, err
 	}
-	for _, rel := range cfg.Protect {
+	for _, rel := range chain(cfg.Protect.Paths) {
+		if err := add(rel, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, rel := range cfg.Protect.Paths {
 		if err := add(rel, true); err != nil {
 			return nil, err
 		}
