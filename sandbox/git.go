@@ -142,6 +142,9 @@ func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	if err := g.search(maxDirs); err != nil {
 		return GitProtection{}, err
 	}
+	if err := g.checkLinks(); err != nil {
+		return GitProtection{}, err
+	}
 	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}}
 	for _, p := range g.paths {
 		rel := g.rel(p)
@@ -169,6 +172,7 @@ type gitSearch struct {
 	chained      map[string]bool   // the directories on the way to paths
 	repos        []gitRepo         // whose gitlinks are still to read
 	read         map[string]bool   // the worktrees whose gitlinks were read
+	gitDirs      []string          // the git directories found (absolute), for checkLinks
 	indexBytes   int64             // read so far
 	notes        []string
 	maxMounts    int
@@ -392,9 +396,102 @@ func (g *gitSearch) gitDir(from, target string) (string, error) {
 func (g *gitSearch) commondir(dir string) (string, error) {
 	file := filepath.Join(dir, "commondir")
 	if target, ok := g.pointer(file, ""); ok {
-		return g.gitDir(file, target)
+		common, err := g.gitDir(file, target)
+		if common != "" {
+			g.gitDirs = append(g.gitDirs, common)
+		}
+		return common, err
 	}
 	return "", nil
+}
+
+// gitLinked are what git reads or runs in a git directory that a link
+// there could lead to a file of the agent's: the read-only mount covers
+// the link, not where it leads.
+var gitLinked = []string{"config", "config.worktree", "index", "commondir", "hooks", "info", "modules", "worktrees"}
+
+// checkLinks refuses a git directory found whose config, index, hooks (or
+// a hook), info, modules or worktrees is a symbolic link that leads into
+// the workspace, outside what is read-only: the agent would write the
+// config (core.fsmonitor) or a hook through it.
+func (g *gitSearch) checkLinks() error {
+	seen := map[string]bool{}
+	for _, dir := range g.gitDirs {
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		for _, name := range gitLinked {
+			p := filepath.Join(dir, name)
+			if err := g.checkLink(p); err != nil {
+				return err
+			}
+			if name != "hooks" && name != "info" {
+				continue
+			}
+			entries, err := g.listDir(p)
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				if err := g.checkLink(filepath.Join(p, e)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkLink refuses p when it is a link that leads into the workspace,
+// outside what is read-only.
+func (g *gitSearch) checkLink(p string) error {
+	var target string
+	var err error
+	if g.inside(p) {
+		_, typ, lerr := g.lstat(p)
+		if lerr != nil || typ != unix.S_IFLNK {
+			return nil
+		}
+		target, err = g.readlink(p)
+	} else {
+		if st, lerr := os.Lstat(p); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		target, err = os.Readlink(p)
+	}
+	if err != nil {
+		return nil
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	target = filepath.Clean(target)
+	real, _ := filepath.EvalSymlinks(target)
+	for _, q := range []string{target, real} {
+		if q != "" && g.inside(q) && !g.has(q) {
+			return fmt.Errorf("%s is a symbolic link to %s inside the workspace, where the agent could change what git reads or runs from it: "+
+				"make it a file or directory of its own, or pass --writable-git", p, target)
+		}
+	}
+	return nil
+}
+
+// listDir lists the names in a directory, inside the workspace without
+// following links.
+func (g *gitSearch) listDir(dir string) ([]string, error) {
+	var entries []os.DirEntry
+	var err error
+	if g.inside(dir) {
+		entries, err = g.readDir(dir)
+	} else {
+		entries, err = os.ReadDir(dir)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out, err
 }
 
 // readFile reads a regular file of at most max bytes: inside the
@@ -450,6 +547,7 @@ func (g *gitSearch) gitlinks() error {
 			continue
 		}
 		g.read[r.worktree] = true
+		g.gitDirs = append(g.gitDirs, r.gitDir)
 		idx, err := g.readIndex(r)
 		if err != nil {
 			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %s could not be read (%v): a submodule it lists may not be protected from the agent", r.worktree, err))

@@ -153,3 +153,43 @@ func TestChain(t *testing.T) {
 		t.Errorf("chain = %v, want %v", got, want)
 	}
 }
+
+// A file git reads or runs in a protected git directory that is a link
+// into the workspace would let the agent write it: the read-only mount
+// covers the link, not where it leads. Links that stay in what is
+// read-only, or lead out of the workspace, are the user's own.
+func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
+	for _, tt := range []struct {
+		name, link, target, err string
+	}{
+		{"config", ".git/config", "../cfg", "symbolic link"},
+		{"config missing", ".git/config", "../not-yet", "symbolic link"},
+		{"hooks", ".git/hooks", "../hooks", "symbolic link"},
+		{"a hook", ".git/hooks/pre-commit", "../../hooks/pre-commit", "symbolic link"},
+		{"index", ".git/index", "../idx", "symbolic link"},
+		{"modules", ".git/modules", "../mods", "symbolic link"},
+		{"config outside", ".git/config", "OUTSIDE/cfg", ""},
+		{"config in another repository's .git", ".git/config", "../other/.git/config", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			git(t, base, "init", "-q", ws)
+			git(t, base, "init", "-q", filepath.Join(ws, "other"))
+			for _, f := range []string{"cfg", "idx", "hooks/pre-commit", "mods/x"} {
+				os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+				os.WriteFile(filepath.Join(ws, f), nil, 0o644)
+			}
+			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
+			p := filepath.Join(ws, tt.link)
+			os.RemoveAll(p)
+			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
+			dir, _ := OpenWorkspace(ws)
+			defer dir.Close()
+			_, err := ProtectGit(dir)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("err %v, want %q", err, tt.err)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -107,6 +108,38 @@ func TestSubmoduleAttacks(t *testing.T) {
 		ws := filepath.Join(w.ws, "case0")
 		if stdout, stderr, _ := w.runRaw(t, []string{"--cwd", ws}, "sh", "-c", "echo x > libs/sub/new && mv t t2 && git status --short >/dev/null && echo OK"); stdout != "OK" {
 			t.Errorf("the workspace must stay writable and git readable: %q %s", stdout, stderr)
+		}
+	})
+}
+
+// TestGitConfigLinkedIntoTheWorkspace: a .git/config (or a hook) that an
+// earlier run left as a link to a file of the workspace is written through
+// the link, whatever mount covers .git: the run is refused, and the user's
+// next git status runs nothing of the agent's.
+func TestGitConfigLinkedIntoTheWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+		c := exec.Command("git", "init", "-q", w.ws)
+		c.Env = env
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+		cfg := filepath.Join(w.ws, "settings.conf")
+		if err := os.Rename(filepath.Join(w.ws, ".git", "config"), cfg); err != nil {
+			t.Fatal(err)
+		}
+		os.Symlink("../settings.conf", filepath.Join(w.ws, ".git", "config"))
+		chownAll(t, w.ws, w.u.uid)
+		mark := filepath.Join(w.outside, "PWNED")
+		_, stderr, code := w.runRaw(t, nil, "sh", "-c", fmt.Sprintf("git config core.fsmonitor 'touch %s; false' && echo DONE", mark))
+		if code != 125 || !strings.Contains(stderr, "symbolic link") {
+			t.Errorf("a .git/config linked into the workspace: exit %d, %s", code, stderr)
+		}
+		c = exec.Command("git", "-c", "safe.directory=*", "-C", w.ws, "status", "--short")
+		c.Env = env
+		_ = c.Run()
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("git status on the host ran the agent's fsmonitor")
 		}
 	})
 }
