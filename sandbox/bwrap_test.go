@@ -285,6 +285,8 @@ func TestAdvice(t *testing.T) {
 		{"bwrap: Failed to make / slave: Permission denied", []string{"sandboxProfiles.appArmor.enabled"}},
 		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", []string{"cannot mount /proc"}},
 		{"bwrap: Can't mkdir /tmp/x: File exists", []string{"mount point"}},
+		{"bwrap: Race condition binding dirfd", []string{"moved while it started"}},
+		{"bwrap: Can't bind mount /oldroot/w/svc on /newroot/w/svc: Unable to mount source on destination: No such file or directory", []string{"moved while it started"}},
 		{"", []string{"no message", "agentrun/bwrap.json"}},
 	} {
 		got := Advice(tc.stderr)

@@ -324,6 +324,10 @@ func Advice(bwrapStderr string) string {
 	case ProcMountFailed(msg):
 		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
 			"In a Pod the container runtime masks /proc; use procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+	case strings.Contains(msg, "Race condition binding dirfd") || strings.Contains(msg, "Can't get type of source") ||
+		strings.Contains(msg, "Can't bind mount") && (strings.Contains(msg, "No such file") || strings.Contains(msg, "in mount table")):
+		return fmt.Sprintf("a directory the sandbox mounts moved while it started (%s): something renames the workspace or a directory "+
+			"of it (the agent of a concurrent run in a workspace around it?); nothing else was mounted in its place. Try again", msg)
 	case strings.Contains(msg, "Can't mkdir") || strings.Contains(msg, "Can't create file"):
 		return fmt.Sprintf("bubblewrap could not prepare a mount point (%s): a deny-read path or the workspace changed while the sandbox started; try again", msg)
 	case strings.Contains(msg, "execvp"):
