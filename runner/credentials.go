@@ -83,7 +83,7 @@ func prepareCreds(o Options, p *prepared) (*creds, error) {
 		}
 	}
 	c := &creds{set: set}
-	files := FilesFor(p.cwd)
+	files := p.files()
 	if o.UpstreamCA != "" {
 		pem, err := readCertificates(files, o.UpstreamCA)
 		c.roots = x509.NewCertPool()

@@ -1,9 +1,7 @@
 package runner
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"os/user"
@@ -59,8 +57,10 @@ func defaultSandbox() string {
 	return sandbox.None
 }
 
-// newIsolation validates the options; errors are rejections.
-func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
+// newIsolation validates the options for the workspace ws; errors are
+// rejections.
+func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
+	cwd := ws.Path
 	iso := &isolation{mode: o.Sandbox}
 	if iso.mode == "" {
 		iso.mode = defaultSandbox()
@@ -89,7 +89,7 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		iso.maxProcs = DefaultMaxProcs
 	}
 	homes := callerHomes()
-	if h := ownerHome(cwd); h != "" && !slices.Contains(homes, h) {
+	if h := ownerHome(ws.UID); h != "" && !slices.Contains(homes, h) {
 		homes = append(homes, h)
 	}
 	iso.denyRead = sandbox.DefaultDenyRead(homes...)
@@ -102,7 +102,7 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 	if iso.mode != sandbox.Bubblewrap {
 		return iso, nil
 	}
-	if err := workspaceAllowed(cwd, homes); err != nil {
+	if err := workspaceAllowed(cwd, ws.UID, homes); err != nil {
 		return nil, err
 	}
 	for _, p := range iso.denyRead {
@@ -117,33 +117,52 @@ func newIsolation(o SandboxOptions, cwd string) (*isolation, error) {
 		}
 	}
 	if !o.WritableGit {
-		if iso.git, err = sandbox.ProtectGit(cwd); err != nil {
+		if iso.git, err = sandbox.ProtectGit(ws); err != nil {
 			return nil, reject("%v", err)
 		}
 	}
 	return iso, nil
 }
 
-// prepareWorkspace readies the workspace cwd just before the sandbox
-// starts: the read-only placeholder .git when the search asked for one.
-// The returned function undoes it after the run.
-func (i *isolation) prepareWorkspace(cwd string) (func(), error) {
-	if !i.sandboxed() || !i.git.Placeholder {
-		return func() {}, nil
+// hideSessions adds --session-dir to what the sandbox hides: it holds
+// other runs' sessions (their prompts, answers and tool output), which the
+// agent could read and, as their owner in a Pod, change. One that holds the
+// workspace is refused; one inside it cannot be hidden (the agent could
+// move it), and a [note] says so (see notes).
+func (i *isolation) hideSessions(dir, cwd string) error {
+	if !i.sandboxed() {
+		return nil
 	}
-	undo, err := sandbox.MakeGitPlaceholder(cwd)
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		// Where this user cannot make it, neither can the agent, who
-		// writes as this user or with less.
-		i.git.Paths = slices.DeleteFunc(i.git.Paths, func(p string) bool { return p == ".git" })
-		return func() {}, nil
+	abs := sessionDirAbs(dir)
+	switch {
+	case within(cwd, abs):
+		return reject("--session-dir %s contains the working directory %s, where the agent could read and change other runs' sessions: keep the sessions elsewhere", dir, cwd)
+	case within(abs, cwd):
+		return nil
 	}
-	return undo, err
+	i.denyRead = append(i.denyRead, abs)
+	return nil
 }
 
-// GitSearchNote is the [note] of a workspace too large to search for
-// repositories in full (without node_modules).
-var GitSearchNote = fmt.Sprintf("the search for repositories in the working directory stopped after %d directories: a .git deeper in it is not read-only for the agent", sandbox.MaxGitSearchDirs)
+// sessionDirAbs is --session-dir where it really is.
+func sessionDirAbs(dir string) string {
+	abs, _ := filepath.Abs(dir)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// prepareWorkspace readies the workspace ws just before the sandbox
+// starts: the read-only placeholders the search asked for (a .git where
+// git would otherwise take one the agent made). The returned function
+// undoes it after the run.
+func (i *isolation) prepareWorkspace(ws *sandbox.Workspace) (func(), error) {
+	if !i.sandboxed() || len(i.git.Placeholders) == 0 {
+		return func() {}, nil
+	}
+	return sandbox.MakeGitPlaceholders(ws, &i.git)
+}
 
 // sandboxed reports whether the agent runs in bubblewrap.
 func (i *isolation) sandboxed() bool { return i.mode == sandbox.Bubblewrap }
@@ -166,24 +185,18 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	if !i.sandboxed() {
 		return []string{NoSandboxNote}
 	}
-	var out []string
-	if i.git.Partial {
-		out = append(out, GitSearchNote)
-	}
-	if sessionDir != "" {
-		abs, _ := filepath.Abs(sessionDir)
-		if abs == cwd || strings.HasPrefix(abs, cwd+"/") {
-			out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can change the saved sessions", sessionDir))
-		}
+	out := append([]string{}, i.git.Notes...)
+	if sessionDir != "" && within(sessionDirAbs(sessionDir), cwd) {
+		out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can read and change the saved sessions", sessionDir))
 	}
 	return out
 }
 
-// sandboxConfig is the bubblewrap set-up for a command in cwd whose binary
-// is bin, with the run's private state directory writable.
-func (i *isolation) sandboxConfig(cwd, stateDir, bin string) *sandbox.Config {
-	cfg := &sandbox.Config{Workspace: cwd, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
-		DenyRead: i.denyRead, Protect: i.git.Paths, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
+// sandboxConfig is the bubblewrap set-up for a command in the workspace ws
+// whose binary is bin, with the run's private state directory writable.
+func (i *isolation) sandboxConfig(ws *sandbox.Workspace, stateDir, bin string) *sandbox.Config {
+	cfg := &sandbox.Config{Workspace: ws.Path, Dir: ws, Writable: []string{stateDir}, ReadOnly: visibleUnderTmp(bin),
+		DenyRead: i.denyRead, Protect: i.git, NoNetwork: i.policy.Mode == proxy.ModeNone, Proc: i.proc,
 		Home: filepath.Join(stateDir, "home"), MaxProcs: uint64(i.maxProcs)}
 	cfg.Init, cfg.InitUsesVerb = sandbox.FindInit(selfExe())
 	return cfg
@@ -325,7 +338,11 @@ func callerHomes() []string {
 // /root, which is not a system tree but root's home (refused itself as a
 // home), and a service's own project directories under /var/lib (a CI
 // server's, such as /var/lib/jenkins/workspace/JOB), except the package
-// managers' and the system's state there.
+// managers' and the system's state there and any directory root owns:
+// a service's project directory belongs to the service's user (jenkins),
+// while root's services act on what root owns there
+// (/var/lib/cloud/scripts/per-boot, /var/lib/rancher/k3s/server/manifests,
+// /var/lib/dkms).
 var systemTrees = []string{"/etc", "/usr", "/var", "/opt", "/boot", "/bin", "/sbin", "/lib*", "/proc", "/sys", "/dev", "/run"}
 
 var scratchDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
@@ -335,8 +352,8 @@ var scratchDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 // its policy (polkit, sudo) or its units.
 var varLibSystem = []string{"dpkg", "apt", "rpm", "dnf", "yum", "systemd", "polkit-1", "sudo", "ucf", "pam", "dbus", "apparmor", "kubelet", "containerd", "docker"}
 
-// systemTree is the system tree that holds dir, or "".
-func systemTree(dir string) string {
+// systemTree is the system tree that holds dir, owned by owner, or "".
+func systemTree(dir string, owner int) string {
 	for _, s := range scratchDirs {
 		if dir == s {
 			return s
@@ -345,13 +362,13 @@ func systemTree(dir string) string {
 			return ""
 		}
 	}
-	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
-	if len(parts) >= 4 && parts[0] == "var" && parts[1] == "lib" && !slices.Contains(varLibSystem, parts[2]) {
+	if varLibService(dir) && owner != 0 {
 		// /var/lib/SERVICE/DIR/...: below a service's own directory
-		// (which is the service's home, refused as such when it is one).
+		// (which is the service's home, refused as such when it is one),
+		// and the service's user's.
 		return ""
 	}
-	first := parts[0]
+	first := strings.Split(strings.TrimPrefix(dir, "/"), "/")[0]
 	for _, tree := range systemTrees {
 		if prefix, glob := strings.CutSuffix(tree, "*"); glob && strings.HasPrefix("/"+first, prefix) || "/"+first == tree {
 			return "/" + first
@@ -360,15 +377,18 @@ func systemTree(dir string) string {
 	return ""
 }
 
-// ownerHome is the passwd home of the workspace's owner, or "": when root
-// works in another user's project (/home/alice/proj), alice's ~/.ssh is as
-// much a secret as root's own, and her home as little a workspace.
-func ownerHome(dir string) string {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return ""
-	}
-	u, err := user.LookupId(strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)))
+// varLibService reports whether dir lies below a service's own directory
+// under /var/lib (/var/lib/SERVICE/DIR/...), not the system's state there.
+func varLibService(dir string) bool {
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	return len(parts) >= 4 && parts[0] == "var" && parts[1] == "lib" && !slices.Contains(varLibSystem, parts[2])
+}
+
+// ownerHome is the passwd home of the workspace's owner uid, or "": when
+// root works in another user's project (/home/alice/proj), alice's ~/.ssh
+// is as much a secret as root's own, and her home as little a workspace.
+func ownerHome(uid int) string {
+	u, err := user.LookupId(strconv.Itoa(uid))
 	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
 		return ""
 	}
@@ -376,14 +396,18 @@ func ownerHome(dir string) string {
 }
 
 // workspaceAllowed refuses workspaces that hand the agent the machine, a
-// system tree or a home: the workspace is writable inside the sandbox, so
-// "/" would make everything writable, /usr/local/sbin a program root runs,
-// and a home would let the agent append to ~/.bashrc.
-func workspaceAllowed(cwd string, homes []string) error {
+// system tree or a home: the workspace (owned by owner) is writable inside
+// the sandbox, so "/" would make everything writable, /usr/local/sbin a
+// program root runs, and a home would let the agent append to ~/.bashrc.
+func workspaceAllowed(cwd string, owner int, homes []string) error {
 	if cwd == "/" {
 		return reject("the working directory is /, which would make the whole machine writable for the agent: pass --cwd with a project directory")
 	}
-	if tree := systemTree(cwd); tree != "" {
+	if varLibService(cwd) && owner == 0 {
+		return reject("the working directory %s is under /var/lib and belongs to root: root's services act on what root owns there (cloud-init's scripts, k3s's manifests, dkms), and the agent would be able to change it. "+
+			"Pass --cwd with a project directory elsewhere (a CI service's workspace under /var/lib belongs to the service's own user)", cwd)
+	}
+	if tree := systemTree(cwd, owner); tree != "" {
 		return reject("the working directory %s is in %s, a directory of the system or shared by all users, which the agent would be able to change: pass --cwd with a project directory", cwd, tree)
 	}
 	// /root is root's home even where root's passwd entry says otherwise.

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 func TestSandboxEnvIsMinimal(t *testing.T) {
 	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, t.TempDir())
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +27,11 @@ func TestSandboxEnvIsMinimal(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], want)
 		}
 	}
-	none, _ := newIsolation(SandboxOptions{Sandbox: "none"}, "/work")
+	none, _ := newIsolation(SandboxOptions{Sandbox: "none"}, fakeWS("/work"))
 	if env := envMap(none.env("/h", nil, nil)); env["AGENTRUN_SECRET_OF_THE_RUNNER"] != "x" || env["HTTPS_PROXY"] != os.Getenv("HTTPS_PROXY") {
 		t.Errorf("--sandbox none keeps agentrun's own environment and sets no proxy")
 	}
-	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, t.TempDir())
+	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, openWS(t, t.TempDir()))
 	if env := envMap(off.env("/h", nil, nil)); env["HTTPS_PROXY"] != "" || env["NO_PROXY"] != "" {
 		t.Errorf("--network none sets no proxy variables: %v", env)
 	}
@@ -53,7 +54,7 @@ func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, t.TempDir())
+			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, openWS(t, t.TempDir()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestIsolationRejections(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newIsolation(tt.o, tt.cwd)
+			_, err := newIsolation(tt.o, fakeWS(tt.cwd))
 			if _, ok := err.(rejection); !ok || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a rejection containing %q", err, tt.want)
 			}
@@ -137,14 +138,14 @@ func TestGitPlaceholder(t *testing.T) {
 	os.Mkdir(filepath.Join(base, ".git"), 0o755)
 	ws := filepath.Join(base, "svc")
 	os.Mkdir(ws, 0o755)
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
+	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !iso.git.Placeholder || strings.Join(iso.git.Paths, ",") != ".git" {
+	if strings.Join(iso.git.Placeholders, ",") != ".git" || strings.Join(iso.git.Paths, ",") != ".git" {
 		t.Fatalf("git %+v", iso.git)
 	}
-	undo, err := iso.prepareWorkspace(ws)
+	undo, err := iso.prepareWorkspace(openWS(t, ws))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +161,61 @@ func TestGitPlaceholder(t *testing.T) {
 	}
 	os.Chmod(ws, 0o555)
 	defer os.Chmod(ws, 0o755)
-	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws)
-	if _, err := iso.prepareWorkspace(ws); err != nil || len(iso.git.Paths) != 0 {
+	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
+	if _, err := iso.prepareWorkspace(openWS(t, ws)); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
+	}
+}
+
+// openWS opens the directory dir as a run's workspace, closed after the test.
+func openWS(t *testing.T, dir string) *sandbox.Workspace {
+	t.Helper()
+	ws, err := sandbox.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+// fakeWS is a workspace that is only a name (for checks that look no
+// further), owned by a user.
+func fakeWS(path string) *sandbox.Workspace {
+	return &sandbox.Workspace{Path: path, UID: 1000, GID: 1000}
+}
+
+// --session-dir reads as nothing in the sandbox, after the other deny
+// entries; one that holds the workspace is refused, and one inside it is
+// left visible with a note (the agent could move it out of the way).
+func TestSessionDirIsHidden(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(filepath.Join(ws, "sessions"), 0o755)
+	os.MkdirAll(filepath.Join(base, "sessions"), 0o755)
+	newIso := func() *isolation {
+		iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", DenyRead: []string{"/srv/keys"}}, openWS(t, ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return iso
+	}
+	iso := newIso()
+	if err := iso.hideSessions(filepath.Join(base, "sessions"), ws); err != nil {
+		t.Fatal(err)
+	}
+	if deny := iso.startDenyRead(); deny[len(deny)-2] != "/srv/keys" || deny[len(deny)-1] != filepath.Join(base, "sessions") {
+		t.Errorf("deny_read ends with %v", deny[len(deny)-2:])
+	}
+	iso = newIso()
+	if err := iso.hideSessions(base, ws); err == nil || !strings.Contains(err.Error(), "contains the working directory") {
+		t.Errorf("a session directory that holds the workspace: %v", err)
+	}
+	iso = newIso()
+	inside := filepath.Join(ws, "sessions")
+	if err := iso.hideSessions(inside, ws); err != nil || iso.startDenyRead()[len(iso.startDenyRead())-1] != "/srv/keys" {
+		t.Errorf("a session directory inside the workspace: %v %v", err, iso.startDenyRead())
+	}
+	if notes := iso.notes(inside, ws); len(notes) != 1 || !strings.Contains(notes[0], "can read and change the saved sessions") {
+		t.Errorf("notes %q", notes)
 	}
 }

@@ -68,7 +68,8 @@ const DefaultGrace = 10 * time.Second
 // prepared is a validated request.
 type prepared struct {
 	runtime adapters.Runtime
-	cwd     string
+	cwd     string             // the workspace's name
+	ws      *sandbox.Workspace // the workspace, held open
 	iso     *isolation
 	creds   *creds      // --credential, nil without
 	env     [][2]string // the agent's variables: --pass-env, then --env-file, then --env
@@ -87,7 +88,7 @@ func (r rejection) Error() string { return r.msg }
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
 
 // prepare validates o without touching the runtime.
-func prepare(o Options) (*prepared, error) {
+func prepare(o Options) (_ *prepared, err error) {
 	rt, err := adapters.Lookup(o.Runtime)
 	if err != nil {
 		return nil, reject("--runtime: %v; pass one of %s", err, strings.Join(adapters.Names(), ", "))
@@ -107,8 +108,13 @@ func prepare(o Options) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
 	p.runtime = rt
-	files := FilesFor(p.cwd)
+	files := p.files()
 	for _, img := range o.Images {
 		f, err := files.Open(img)
 		if err != nil {
@@ -125,6 +131,9 @@ func prepare(o Options) (*prepared, error) {
 	if o.SessionDir != "" {
 		if err := files.MkdirAll(o.SessionDir, 0o700); err != nil {
 			return nil, reject("--session-dir %s: %v; pass a writable directory", o.SessionDir, err)
+		}
+		if err := p.iso.hideSessions(o.SessionDir, p.cwd); err != nil {
+			return nil, err
 		}
 	}
 	if o.Resume != "" {
@@ -146,48 +155,33 @@ func prepare(o Options) (*prepared, error) {
 }
 
 // prepareWorkspace validates what `run` and `sandbox` share: the working
-// directory, the environment and the isolation flags.
-func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOptions) (*prepared, error) {
-	var err error
-	orig := cwd
-	if cwd == "" {
-		// The kernel's name of the current directory, not $PWD (which
-		// keeps the links a shell went through): a caller who did not
-		// name a path is not refused for a link in it; the checks below
-		// still apply to where the directory really is.
-		if cwd, err = syscall.Getwd(); err != nil {
-			return nil, reject("cannot read the current directory (%v); pass --cwd DIR", err)
-		}
-	}
-	given, err := filepath.Abs(cwd)
-	if err == nil {
-		cwd, err = filepath.EvalSymlinks(given)
-	}
-	if err != nil {
-		return nil, reject("--cwd %s: %v; pass an existing directory", orig, err)
-	}
-	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
-	}
-	if (so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap) && given != cwd {
-		// A link on the way may be one an agent planted in an earlier
-		// workspace (svc -> /usr/local/sbin): the directory handed to the
-		// agent is the one the caller named, not where a link leads.
-		link, target := firstLink(given)
-		return nil, reject("the working directory %s goes through the symbolic link %s (to %s), which the agent of an earlier run may have planted: pass --cwd with the real path %s", given, link, target, cwd)
-	}
-	iso, err := newIsolation(so, cwd)
+// directory, the environment and the isolation flags. The working
+// directory is opened here once and held (see sandbox.Workspace): the
+// checks and the sandbox's mounts apply to that directory, wherever its
+// path leads meanwhile.
+func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOptions) (_ *prepared, err error) {
+	ws, err := openWorkspace(cwd, so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap)
 	if err != nil {
 		return nil, err
 	}
-	p := &prepared{cwd: cwd, iso: iso}
+	defer func() {
+		if err != nil {
+			ws.Close()
+		}
+	}()
+	cwd = ws.Path
+	iso, err := newIsolation(so, ws)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{cwd: cwd, ws: ws, iso: iso}
 	passed, err := passedEnv(passEnv)
 	if err != nil {
 		return nil, err
 	}
 	p.env = passed
 	if envFile != "" {
-		vars, err := readEnvFile(FilesFor(cwd), envFile)
+		vars, err := readEnvFile(p.files(), envFile)
 		if err != nil {
 			return nil, reject("%v; fix the file or drop --env-file", err)
 		}
@@ -205,6 +199,73 @@ func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOpti
 	return p, nil
 }
 
+// openWorkspace opens the working directory: the current directory where
+// it really is (the kernel's name, not $PWD, which keeps the links a shell
+// went through: a caller who named no path is not refused for a link in
+// it), or --cwd, which in the sandbox must be named by its real path (a
+// relative one against the kernel's name of the current directory).
+func openWorkspace(cwd string, sandboxed bool) (*sandbox.Workspace, error) {
+	if cwd == "" {
+		ws, err := sandbox.CurrentWorkspace()
+		if err != nil {
+			return nil, reject("cannot open the current directory (%v); pass --cwd DIR", errCause(err))
+		}
+		return ws, nil
+	}
+	given := cwd
+	if !filepath.IsAbs(given) {
+		wd, err := syscall.Getwd()
+		if err != nil {
+			return nil, reject("cannot read the current directory (%v); pass --cwd with an absolute path", err)
+		}
+		given = filepath.Join(wd, given)
+	}
+	given = filepath.Clean(given)
+	path := given
+	if !sandboxed {
+		// Nothing is mounted without a sandbox: the caller's links lead
+		// where they lead.
+		var err error
+		if path, err = filepath.EvalSymlinks(given); err != nil {
+			return nil, reject("--cwd %s: %v; pass an existing directory", cwd, errCause(err))
+		}
+	}
+	ws, err := sandbox.OpenWorkspace(path)
+	var link *sandbox.LinkError
+	switch {
+	case errors.As(err, &link):
+		// A link on the way may be one an agent planted in an earlier
+		// workspace (svc -> /usr/local/sbin): the directory handed to the
+		// agent is the one the caller named, not where a link leads.
+		real, rerr := filepath.EvalSymlinks(given)
+		if rerr != nil {
+			real = "(unresolved: " + errCause(rerr).Error() + ")"
+		}
+		return nil, reject("the working directory %s goes through the symbolic link %s (to %s), which the agent of an earlier run may have planted: pass --cwd with the real path %s", given, link.Link, link.Target, real)
+	case errors.Is(err, syscall.ENOTDIR):
+		return nil, reject("--cwd %s is not a directory; pass an existing directory", cwd)
+	case err != nil:
+		return nil, reject("--cwd %s: %v; pass an existing directory", cwd, errCause(err))
+	}
+	return ws, nil
+}
+
+// files opens the files the run reads and writes (see FilesFor); the
+// workspace is known by its descriptor too, whatever its path leads to.
+func (p *prepared) files() safefile.Guard {
+	if p.cwd == "/" {
+		return safefile.Guard{}
+	}
+	return safefile.Guard{Untrusted: []string{p.cwd, p.ws.ProcPath()}}
+}
+
+// close releases the workspace.
+func (p *prepared) close() {
+	if p != nil {
+		p.ws.Close()
+	}
+}
+
 // envNames lists the names of the variables set with --env and --env-file
 // in first-seen order, for start.env (--pass-env names are not listed:
 // start.env tells what the caller set for this run).
@@ -218,20 +279,6 @@ func (p *prepared) envNames() []string {
 		}
 	}
 	return names
-}
-
-// firstLink is the first component of the absolute path p that is a
-// symbolic link, and its target.
-func firstLink(p string) (string, string) {
-	cur := "/"
-	for _, c := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		cur = filepath.Join(cur, c)
-		if st, err := os.Lstat(cur); err == nil && st.Mode()&os.ModeSymlink != 0 {
-			target, _ := os.Readlink(cur)
-			return cur, target
-		}
-	}
-	return p, "?"
 }
 
 func resolveDir(dir string) (string, error) {

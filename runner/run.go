@@ -54,7 +54,10 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 }
 
 func (r *run) run(ctx context.Context) *events.End {
-	defer func() { r.cleanup() }() // the phases extend cleanup as they go
+	defer func() {
+		r.cleanup() // the phases extend cleanup as they go
+		r.p.close()
+	}()
 	for _, phase := range []func() *events.End{r.prepare, r.build, r.start} {
 		if end := phase(); end != nil {
 			return end
@@ -175,7 +178,7 @@ func (r *run) build() *events.End {
 		return r.end(events.StatusRejected, err.Error())
 	}
 	if o.RawPath != "" {
-		f, err := FilesFor(r.p.cwd).Create(o.RawPath, 0o600)
+		f, err := r.p.files().Create(o.RawPath, 0o600)
 		if err != nil {
 			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
 		}
@@ -191,7 +194,7 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
-	undo, err := p.iso.prepareWorkspace(p.cwd)
+	undo, err := p.iso.prepareWorkspace(p.ws)
 	if err != nil {
 		return r.end(events.StatusFailed, err.Error())
 	}
@@ -208,7 +211,7 @@ func (r *run) start() *events.End {
 		ps.intercept = p.creds.intercept
 	}
 	if p.iso.sandboxed() {
-		ps.sandbox = p.iso.sandboxConfig(p.cwd, r.stateDir, r.bin)
+		ps.sandbox = p.iso.sandboxConfig(p.ws, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
@@ -303,18 +306,7 @@ func (r *run) finish() *events.End {
 		}
 	}
 	if o.SessionDir != "" && r.store != nil {
-		if id := r.agg.SessionID(); id != "" && !adapters.ValidSessionID(id) {
-			// The id comes from the CLI's output, which the agent can write
-			// into; such an id would name a path (the raw output keeps it).
-			r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _): the session is not saved", o.Runtime, id))
-		} else if id != "" {
-			saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
-			if err != nil {
-				r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
-			} else if saved {
-				outcome.SessionID = id
-			}
-		}
+		outcome.SessionID = r.saveSession()
 	}
 	r.pipe.mu.Lock()
 	end := r.agg.Finish(outcome)
@@ -327,6 +319,36 @@ func (r *run) finish() *events.End {
 			o.Runtime, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheWriteTokens, m.Calls))
 	}
 	return end
+}
+
+// saveSession saves the run's session in --session-dir and returns its id,
+// or "" when none was saved. The id is the one agentrun gave the CLI (or
+// --resume's), never the one the CLI's output reports: the agent can write
+// into that output (/proc/$PPID/fd/1), and a reported id of another run's
+// session would overwrite that run's file with the agent's transcript.
+func (r *run) saveSession() string {
+	o := r.o
+	id := r.spec.SessionID
+	if o.Resume != "" {
+		id = o.Resume
+	}
+	switch reported := r.agg.SessionID(); {
+	case reported == "" || reported == id:
+	case !adapters.ValidSessionID(reported):
+		// Such an id would name a path (the raw output keeps it).
+		r.warn(fmt.Sprintf("--session-dir: %s reported the session id %q, which is not a plain id (letters, digits, - and _) nor the one agentrun gave it (%s): only %s is saved", o.Runtime, reported, id, id))
+	default:
+		r.warn(fmt.Sprintf("--session-dir: %s reported the session id %s, not the one agentrun gave it (%s): only %s is saved", o.Runtime, reported, id, id))
+	}
+	saved, err := r.store.SaveSession(r.spec, id, sessionFile(o.SessionDir, o.Runtime, id))
+	if err != nil {
+		r.warn(fmt.Sprintf("--session-dir: could not save session %s: %v", id, err))
+		return ""
+	}
+	if !saved {
+		return ""
+	}
+	return id
 }
 
 // agentVars are the user's variables for the agent, then the credentials'

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,63 +21,89 @@ func TestDurationCountsFromCommandLine(t *testing.T) {
 	}
 }
 
+// TestWorkspaceAllowed: the machine, its system trees and homes are no
+// workspace; under /var/lib only a service's own directories are, and only
+// when the service's user owns them, not root (whose services act there).
 func TestWorkspaceAllowed(t *testing.T) {
 	homes := []string{"/home/alice", "/root"}
+	const root, user = 0, 1000
 	tests := []struct {
-		cwd string
-		ok  bool
+		cwd   string
+		owner int
+		ok    bool
 	}{
-		{"/", false},
-		{"/home", false},
-		{"/home/alice", false},
-		{"/root", false},
-		{"/home/alice/src/project", true},
-		{"/home/bob", true},
-		{"/srv/work", true},
-		{"/root/project", true}, // under a directory the agent cannot search: covered inside
+		{"/", user, false},
+		{"/home", root, false},
+		{"/home/alice", user, false},
+		{"/root", root, false},
+		{"/home/alice/src/project", user, true},
+		{"/home/bob", user, true},
+		{"/srv/work", user, true},
+		{"/srv/work", root, true},
+		{"/root/project", root, true}, // under a directory the agent cannot search: covered inside
 		// System trees and shared scratch directories.
-		{"/usr/local/sbin", false},
-		{"/usr", false},
-		{"/etc", false},
-		{"/etc/cron.d", false},
-		{"/var/lib/dpkg", false},
-		{"/var/lib/dpkg/info", false},
-		{"/var/lib/jenkins", false},
-		{"/var/lib/jenkins/workspace", true},
-		{"/var/lib/jenkins/workspace/job-1", true}, // a CI server's project directory
-		{"/var/lib/buildkite-agent/builds/x", true},
-		{"/var/lib/kubelet/pods/x", false},
-		{"/var/spool/cron/crontabs", false},
-		{"/var/log/x/y", false},
-		{"/opt/tool", false},
-		{"/boot", false},
-		{"/lib64/x", false},
-		{"/libexec", false},
-		{"/bin", false},
-		{"/sbin", false},
-		{"/proc/self/cwd", false},
-		{"/sys/kernel", false},
-		{"/dev", false},
-		{"/run/user/1000", false},
-		{"/tmp", false},
-		{"/var/tmp", false},
-		{"/dev/shm", false},
-		{"/tmp/build-42", true},
-		{"/var/tmp/agentrun-ws-1", true},
-		{"/dev/shm/x", true},
-		{"/workspace", true}, // the controller's workspace in a Pod
-		{"/usrlocal", true},
-		{"/etcetera", true},
+		{"/usr/local/sbin", root, false},
+		{"/usr", root, false},
+		{"/etc", root, false},
+		{"/etc/cron.d", root, false},
+		{"/var/lib/dpkg", root, false},
+		{"/var/lib/dpkg/info", root, false},
+		{"/var/lib/jenkins", user, false},
+		{"/var/lib/jenkins/workspace", user, true},
+		{"/var/lib/jenkins/workspace/job-1", user, true}, // a CI server's project directory
+		{"/var/lib/buildkite-agent/builds/x", user, true},
+		{"/var/lib/kubelet/pods/x", user, false},
+		// Root's services act on what root owns under /var/lib.
+		{"/var/lib/jenkins/workspace/job-1", root, false},
+		{"/var/lib/cloud/scripts/per-boot", root, false},
+		{"/var/lib/rancher/k3s/server/manifests", root, false},
+		{"/var/lib/dkms/module", root, false},
+		{"/var/lib/dkms/module", user, true},
+		{"/var/spool/cron/crontabs", user, false},
+		{"/var/log/x/y", user, false},
+		{"/opt/tool", user, false},
+		{"/boot", root, false},
+		{"/lib64/x", user, false},
+		{"/libexec", root, false},
+		{"/bin", root, false},
+		{"/sbin", root, false},
+		{"/proc/self/cwd", user, false},
+		{"/sys/kernel", root, false},
+		{"/dev", root, false},
+		{"/run/user/1000", user, false},
+		{"/tmp", root, false},
+		{"/var/tmp", root, false},
+		{"/dev/shm", root, false},
+		{"/tmp/build-42", user, true},
+		{"/tmp/build-42", root, true},
+		{"/var/tmp/agentrun-ws-1", user, true},
+		{"/dev/shm/x", user, true},
+		{"/workspace", user, true}, // the controller's workspace in a Pod
+		{"/usrlocal", user, true},
+		{"/etcetera", user, true},
 	}
 	for _, tt := range tests {
-		if err := workspaceAllowed(tt.cwd, homes); (err == nil) != tt.ok {
-			t.Errorf("workspaceAllowed(%s) = %v", tt.cwd, err)
+		if err := workspaceAllowed(tt.cwd, tt.owner, homes); (err == nil) != tt.ok {
+			t.Errorf("workspaceAllowed(%s, owner %d) = %v", tt.cwd, tt.owner, err)
 		}
 	}
-	if err := workspaceAllowed("/root", []string{"/home/bob"}); err == nil {
+	if err := workspaceAllowed("/var/lib/cloud/scripts/per-boot", root, homes); err == nil || !strings.Contains(err.Error(), "a project directory elsewhere") {
+		t.Errorf("a root-owned directory under /var/lib: %v", err)
+	}
+	if err := workspaceAllowed("/root", user, []string{"/home/bob"}); err == nil {
 		t.Errorf("/root is refused whatever the homes")
 	}
-	if err := workspaceAllowed("/srv", []string{"/"}); err != nil {
+	if err := workspaceAllowed("/srv", user, []string{"/"}); err != nil {
 		t.Errorf("a home of / (a Pod's user without one) refuses nothing but /: %v", err)
+	}
+}
+
+// newIsolation judges the workspace by its owner as opened (Workspace.UID,
+// from the descriptor), not by its name alone.
+func TestIsolationChecksTheWorkspaceOwner(t *testing.T) {
+	ws := openWS(t, t.TempDir())
+	ws.Path, ws.UID = "/var/lib/cloud/scripts/per-boot", 0
+	if _, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws); err == nil || !strings.Contains(err.Error(), "belongs to root") {
+		t.Errorf("root-owned: %v", err)
 	}
 }

@@ -45,11 +45,12 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if err != nil {
 		return fail("%v", err)
 	}
+	defer p.close()
 	p.iso.prepareHost()
-	if p.iso.git.Partial {
-		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", GitSearchNote)
+	for _, n := range p.iso.git.Notes {
+		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", n)
 	}
-	undo, err := p.iso.prepareWorkspace(p.cwd)
+	undo, err := p.iso.prepareWorkspace(p.ws)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -66,7 +67,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	w := events.NewWriter(netEvents)
 	ps := processSpec{argv: c.Argv, env: p.iso.env(home, nil, p.env), dir: p.cwd, stdinR: stdin, stdout: stdout, stderr: stderr}
 	if p.iso.sandboxed() {
-		ps.sandbox = p.iso.sandboxConfig(p.cwd, stateDir, lookPathOr(c.Argv[0]))
+		ps.sandbox = p.iso.sandboxConfig(p.ws, stateDir, lookPathOr(c.Argv[0]))
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
 			var reason *string

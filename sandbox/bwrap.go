@@ -141,14 +141,19 @@ func DefaultDenyRead(homes ...string) []string {
 
 // Config is one sandbox.
 type Config struct {
-	Workspace string   // the writable working directory, absolute and resolved
-	Writable  []string // further writable paths (the run's state directory)
-	ReadOnly  []string // paths that must be visible even under /tmp (the CLI, its files)
-	DenyRead  []string // in order: defaults, then --deny-read
-	// Protect are paths inside the workspace bound read-only over
-	// themselves (its repositories' git directories, see ProtectGit),
-	// relative to it.
-	Protect   []string
+	Workspace string // the writable working directory, absolute and resolved
+	// Dir is the workspace held open (Workspace is its name): it is
+	// mounted by this descriptor, and what is below it (Protect) is opened
+	// from it, so that a link swapped in on the way cannot redirect a
+	// mount (see Workspace).
+	Dir      *Workspace
+	Writable []string // further writable paths (the run's state directory)
+	ReadOnly []string // paths that must be visible even under /tmp (the CLI, its files)
+	DenyRead []string // in order: defaults, then --deny-read
+	// Protect is what of the workspace is bound read-only over itself
+	// (its repositories' git directories, see ProtectGit), with the
+	// directories on its way bound over themselves.
+	Protect   GitProtection
 	NoNetwork bool // --network none: no proxy inside at all
 	Proc      ProcMode
 	// Home is the agent's HOME (named in a root caller's /etc/passwd).
@@ -190,10 +195,20 @@ const (
 // directory root cannot write (/proc/sys/kernel/core_pattern).
 var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
 
+// fdMount is a mount of something of the workspace by descriptor: fd is
+// its number in bubblewrap, which binds it at dest (--bind-fd, which fails
+// when the path it resolves no longer leads to that descriptor).
+type fdMount struct {
+	fd   int
+	dest string
+	ro   bool
+}
+
 // Args is the bubblewrap command line up to and including "--", without the
-// command. It is a pure function of cfg, the prepared deny entries and, for
-// a root caller, the drop (nil otherwise).
-func Args(bwrap string, cfg Config, deny []Deny, d *dropped) []string {
+// command. It is a pure function of cfg, the prepared deny entries, for a
+// root caller the drop (nil otherwise), and the workspace's mounts by
+// descriptor: the workspace itself first, then what of it is protected.
+func Args(bwrap string, cfg Config, deny []Deny, d *dropped, ws []fdMount) []string {
 	a := []string{bwrap, "--die-with-parent"}
 	if d != nil {
 		a = append(a, "--userns", itoa(usernsFD))
@@ -232,26 +247,33 @@ func Args(bwrap string, cfg Config, deny []Deny, d *dropped) []string {
 	for _, dir := range dirsUnderTmp(needed) {
 		a = append(a, "--perms", "0755", "--dir", dir)
 	}
-	wsSource := cfg.Workspace
 	if d != nil {
 		for _, m := range d.masks {
 			a = append(a, "--tmpfs", m)
 		}
 		a = append(a, "--perms", "0644", "--ro-bind-data", itoa(passwdFD), "/etc/passwd",
 			"--perms", "0644", "--ro-bind-data", itoa(groupFD), "/etc/group")
-		wsSource = d.ws
 	}
 	for _, p := range cfg.Writable {
 		a = append(a, "--bind", p, p)
 	}
-	a = append(a, "--bind", wsSource, cfg.Workspace)
+	bindFD := func(m fdMount) {
+		flag := "--bind-fd"
+		if m.ro {
+			flag = "--ro-bind-fd"
+		}
+		a = append(a, flag, itoa(m.fd), m.dest)
+	}
+	if len(ws) > 0 {
+		bindFD(ws[0])
+	}
 	for _, p := range cfg.ReadOnly {
 		if !within(p, cfg.Workspace) {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
-	for _, rel := range cfg.Protect {
-		a = append(a, "--ro-bind", filepath.Join(wsSource, rel), filepath.Join(cfg.Workspace, rel))
+	for _, m := range ws[min(1, len(ws)):] {
+		bindFD(m)
 	}
 	// After the workspace, which may be /tmp itself.
 	a = append(a, "--ro-bind", cfg.Init, InitPath)

@@ -11,13 +11,14 @@ import (
 
 func TestArgs(t *testing.T) {
 	cfg := Config{Workspace: "/tmp/ws", Writable: []string{"/tmp/state"}, ReadOnly: []string{"/tmp/cli", "/tmp/ws/inside"},
-		Protect: []string{".git"}, Init: "/usr/bin/agentrun", Proc: HostProc}
+		Protect: GitProtection{Paths: []string{".git"}}, Init: "/usr/bin/agentrun", Proc: HostProc}
 	deny := []Deny{{Path: "/home/u/.ssh", IsDir: true}, {Path: "/home/u/.netrc"}}
-	got := strings.Join(Args("bwrap", cfg, deny, nil), " ")
+	ws := []fdMount{{fd: 5, dest: "/tmp/ws"}, {fd: 6, dest: "/tmp/ws/.git", ro: true}}
+	got := strings.Join(Args("bwrap", cfg, deny, nil, ws), " ")
 	for _, want := range []string{
 		"--unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-net",
 		"--cap-drop ALL --ro-bind / / --dev /dev --ro-bind /proc /proc --perms 1777 --tmpfs /tmp",
-		"--bind /tmp/state /tmp/state --bind /tmp/ws /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind /tmp/ws/.git /tmp/ws/.git --ro-bind /usr/bin/agentrun " + InitPath,
+		"--bind /tmp/state /tmp/state --bind-fd 5 /tmp/ws --ro-bind /tmp/cli /tmp/cli --ro-bind-fd 6 /tmp/ws/.git --ro-bind /usr/bin/agentrun " + InitPath,
 		"--perms 0000 --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh --ro-bind /dev/null /home/u/.netrc",
 		"--chdir / --seccomp 4 --",
 	} {
@@ -25,7 +26,7 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"/tmp/ws/inside", "--userns", "--cap-add", "/etc/passwd"} {
+	for _, unwanted := range []string{"/tmp/ws/inside", "--userns", "--cap-add", "/etc/passwd", "--bind /tmp/ws", "--ro-bind /tmp/ws"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("args hold %q: %s", unwanted, got)
 		}
@@ -36,32 +37,33 @@ func TestArgs(t *testing.T) {
 	cfg.Proc = FreshProc
 	nested := cfg
 	nested.Workspace, nested.ReadOnly = "/tmp/t/ws", []string{"/tmp/t/cli/bin"}
-	if got := strings.Join(Args("bwrap", nested, nil, nil), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
+	if got := strings.Join(Args("bwrap", nested, nil, nil, ws), " "); !strings.Contains(got, "--tmpfs /tmp --perms 0755 --dir /tmp/t --perms 0755 --dir /tmp/t/cli --bind") {
 		t.Errorf("the directories above binds under /tmp are made searchable, once: %s", got)
 	}
-	got = strings.Join(Args("bwrap", cfg, nil, nil), " ")
+	got = strings.Join(Args("bwrap", cfg, nil, nil, ws), " ")
 	if !strings.Contains(got, "--proc /proc --ro-bind-try /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger") {
 		t.Errorf("a fresh /proc keeps the kernel's knobs read-only: %s", got)
 	}
 
 	// A root caller: bubblewrap joins the agent's user namespace and keeps
-	// only what the init needs to drop; the workspace comes from the
-	// idmapped mount, .git too.
+	// only what the init needs to drop; the workspace's mounts come from
+	// the idmapped copy (by descriptor, as ever).
 	d := &dropped{hostUID: hostIDBase + 7, ws: "/tmp/agentrun-host-1/ws", masks: []string{"/root"}}
-	got = strings.Join(Args("bwrap", cfg, nil, d), " ")
+	rootWS := []fdMount{{fd: 8, dest: "/tmp/ws"}, {fd: 9, dest: "/tmp/ws/.git", ro: true}}
+	got = strings.Join(Args("bwrap", cfg, nil, d, rootWS), " ")
 	for _, want := range []string{
 		"bwrap --die-with-parent --userns 5 --unshare-ipc",
 		"--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --ro-bind / /",
 		"--perms 1777 --tmpfs /tmp --tmpfs /root --perms 0644 --ro-bind-data 6 /etc/passwd --perms 0644 --ro-bind-data 7 /etc/group",
-		"--bind /tmp/agentrun-host-1/ws /tmp/ws",
-		"--ro-bind /tmp/agentrun-host-1/ws/.git /tmp/ws/.git",
+		"--bind-fd 8 /tmp/ws",
+		"--ro-bind-fd 9 /tmp/ws/.git",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("root caller's args lack %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "--unshare-user") {
-		t.Errorf("a root caller's sandbox joins its own user namespace: %s", got)
+	if strings.Contains(got, "--unshare-user") || strings.Contains(got, "agentrun-host-1") {
+		t.Errorf("a root caller's sandbox joins its own user namespace and mounts the workspace by descriptor: %s", got)
 	}
 }
 
@@ -146,7 +148,12 @@ func TestProtectGit(t *testing.T) {
 					}
 				}
 			}
-			got, err := ProtectGit(ws)
+			dir, err := OpenWorkspace(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			got, err := ProtectGit(dir)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)
@@ -156,7 +163,7 @@ func TestProtectGit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || got.Placeholder != tt.placeholder || got.Partial {
+			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || (len(got.Placeholders) > 0) != tt.placeholder || len(got.Notes) > 0 {
 				t.Errorf("ProtectGit = %+v, want paths %v placeholder %v", got, tt.paths, tt.placeholder)
 			}
 		})
@@ -170,29 +177,49 @@ func TestProtectGitSearchIsBounded(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755)
 	os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755)
-	got, err := findGit(ws, 10)
-	if err != nil || !got.Partial || strings.Join(got.Paths, ",") != "d00/.git" {
-		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and Partial", got, err)
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	got, err := findGit(dir, 10, MaxGitMounts)
+	if err != nil || !slices.Contains(got.Notes, GitSearchNote) || strings.Join(got.Paths, ",") != "d00/.git" {
+		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and a note", got, err)
 	}
 }
 
 func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
 	ws := t.TempDir()
-	undo, err := MakeGitPlaceholder(ws)
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	g := &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
+	undo, err := MakeGitPlaceholders(dir, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	undo()
-	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
-		t.Errorf("the empty placeholder was left")
+	for _, p := range []string{".git", "a/b/.git"} {
+		if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || !st.IsDir() {
+			t.Errorf("no placeholder %s: %v", p, err)
+		}
 	}
-	undo, _ = MakeGitPlaceholder(ws)
+	undo()
+	for _, p := range []string{".git", "a"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("the empty placeholder %s was left", p)
+		}
+	}
+	g = &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
+	undo, _ = MakeGitPlaceholders(dir, g)
 	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(ws, "a", "kept"), []byte("x"), 0o644)
 	undo()
-	if _, err := os.Stat(filepath.Join(ws, ".git", "HEAD")); err != nil {
-		t.Errorf("a placeholder that is no longer empty must stay: %v", err)
+	for _, p := range []string{".git/HEAD", "a/kept"} {
+		if _, err := os.Stat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("a placeholder that is no longer empty must stay: %v", err)
+		}
 	}
-	if _, err := MakeGitPlaceholder(ws); err == nil {
+	if _, err := os.Lstat(filepath.Join(ws, "a", "b")); err == nil {
+		t.Errorf("the empty placeholders below a kept directory were left")
+	}
+	g = &GitProtection{Paths: []string{".git"}, Placeholders: []string{".git"}}
+	if _, err := MakeGitPlaceholders(dir, g); err == nil {
 		t.Errorf("an existing .git is never taken for a placeholder")
 	}
 }
@@ -258,6 +285,8 @@ func TestAdvice(t *testing.T) {
 		{"bwrap: Failed to make / slave: Permission denied", []string{"sandboxProfiles.appArmor.enabled"}},
 		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", []string{"cannot mount /proc"}},
 		{"bwrap: Can't mkdir /tmp/x: File exists", []string{"mount point"}},
+		{"bwrap: Race condition binding dirfd", []string{"moved while it started"}},
+		{"bwrap: Can't bind mount /oldroot/w/svc on /newroot/w/svc: Unable to mount source on destination: No such file or directory", []string{"moved while it started"}},
 		{"", []string{"no message", "agentrun/bwrap.json"}},
 	} {
 		got := Advice(tc.stderr)

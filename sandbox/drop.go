@@ -69,7 +69,8 @@ type dropped struct {
 	hostUID int
 	userns  *os.File // 0→0 for bubblewrap's set-up, AgentUID→hostUID for the agent
 	hostDir string   // runner-private; the idmapped workspace is attached here
-	ws      string   // hostDir/ws, the bind source of the workspace
+	ws      string   // hostDir/ws, where the idmapped workspace is attached
+	wsDir   *os.File // ws once attached (O_PATH): the source of the workspace's mounts
 	mounted bool     // the workspace is attached at ws
 	passwd  []byte
 	group   []byte
@@ -102,11 +103,16 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	if err := os.Mkdir(d.ws, 0o700); err != nil {
 		return d, err
 	}
-	if err := idmappedBind(cfg.Workspace, d.ws, d.hostUID, holder); err != nil {
+	if err := idmappedBind(cfg.Dir, d.ws, d.hostUID, holder); err != nil {
 		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
 			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
 	}
 	d.mounted = true
+	fd, err := unix.Open(d.ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return d, fmt.Errorf("cannot open the agent's copy of the workspace: %w", err)
+	}
+	d.wsDir = os.NewFile(uintptr(fd), d.ws)
 	for _, p := range cfg.Writable {
 		if err := chownTree(p, d.hostUID); err != nil {
 			return d, fmt.Errorf("cannot give %s to the agent's user: %w", p, err)
@@ -135,6 +141,10 @@ func (d *dropped) release() {
 	if d.userns != nil {
 		d.userns.Close()
 		d.userns = nil
+	}
+	if d.wsDir != nil {
+		d.wsDir.Close()
+		d.wsDir = nil
 	}
 	if d.mounted {
 		if err := unmount(d.ws, unix.MNT_DETACH); err != nil {
@@ -273,22 +283,18 @@ func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, er
 	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 }
 
-// idmappedBind attaches at target a copy of the mount tree at src whose
-// files owned by src's owner (uid and gid) show as owned by hostID.
-func idmappedBind(src, target string, hostID int, holder []string) error {
-	st, err := os.Stat(src)
-	if err != nil {
-		return err
-	}
-	sys := st.Sys().(*syscall.Stat_t)
+// idmappedBind attaches at target a copy of the mount tree at the open
+// directory src (by its descriptor, not its path) whose files owned by
+// src's owner (uid and gid) show as owned by hostID.
+func idmappedBind(src *Workspace, target string, hostID int, holder []string) error {
 	ns, err := newUserNS(holder,
-		[]syscall.SysProcIDMap{{ContainerID: int(sys.Uid), HostID: hostID, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: int(sys.Gid), HostID: hostID, Size: 1}})
+		[]syscall.SysProcIDMap{{ContainerID: src.UID, HostID: hostID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: src.GID, HostID: hostID, Size: 1}})
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	fd, err := unix.OpenTree(src.fd(), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
 	}

@@ -49,6 +49,9 @@ type InitOptions struct {
 	// Dir is the agent's working directory, entered after the drop (the
 	// workspace belongs to the agent's user, not to the init's).
 	Dir string
+	// DirID is the workspace's "DEV:INO": a Dir that is no longer the
+	// workspace (a link swapped in on its path meanwhile) is not entered.
+	DirID string
 	// MaxProcs bounds the agent's processes (RLIMIT_NPROC); 0 leaves it.
 	MaxProcs uint64
 }
@@ -64,6 +67,9 @@ func (o InitOptions) args() []string {
 	}
 	if o.Dir != "" {
 		a = append(a, "--chdir", o.Dir)
+	}
+	if o.DirID != "" {
+		a = append(a, "--chdir-id", o.DirID)
 	}
 	if o.MaxProcs > 0 {
 		a = append(a, "--max-procs", strconv.FormatUint(o.MaxProcs, 10))
@@ -90,6 +96,7 @@ func InitMain(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.UID, "uid", -1, "")
 	fs.IntVar(&o.GID, "gid", -1, "")
 	fs.StringVar(&o.Dir, "chdir", "", "")
+	fs.StringVar(&o.DirID, "chdir-id", "", "")
 	fs.Uint64Var(&o.MaxProcs, "max-procs", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 127
@@ -211,6 +218,15 @@ func becomeAgent(o InitOptions) error {
 	if o.Dir != "" {
 		if err := os.Chdir(o.Dir); err != nil {
 			return err
+		}
+	}
+	if o.DirID != "" {
+		var st unix.Stat_t
+		if err := unix.Stat(".", &st); err != nil {
+			return err
+		}
+		if got := (fileID{st.Dev, st.Ino}).String(); got != o.DirID {
+			return fmt.Errorf("%s is no longer the workspace (%s, not %s): it was moved while the sandbox started", o.Dir, got, o.DirID)
 		}
 	}
 	return nil

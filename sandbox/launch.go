@@ -6,18 +6,21 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Prepared is a command wrapped in bubblewrap, ready to start. Start it
 // with Argv, Env and ExtraFiles (fd 3 is the control socket, fd 4 the
-// seccomp program, and for a root caller fd 5 the agent's user namespace
-// and fds 6 and 7 its /etc/passwd and /etc/group), with Dir as working
-// directory; call Started, then Receive, then Status once it exited; Close
-// in the end.
+// seccomp program, for a root caller fd 5 the agent's user namespace and
+// fds 6 and 7 its /etc/passwd and /etc/group, then the workspace's
+// mounts), with Dir as working directory; call Started, then Receive, then
+// Status once it exited; Close in the end.
 type Prepared struct {
 	Argv       []string
 	Env        []string
@@ -40,19 +43,23 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p = &Prepared{Env: env, Dir: cfg.Workspace}
+	if cfg.Dir == nil {
+		return nil, errors.New("the sandbox needs the workspace held open")
+	}
+	// bubblewrap starts outside the workspace: a root caller's may not
+	// enter it, and the path may lead elsewhere by now; the init enters it.
+	p = &Prepared{Env: env, Dir: "/"}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
-	init := InitOptions{Proxy: !cfg.NoNetwork, UID: -1, GID: -1, Dir: cfg.Workspace, MaxProcs: cfg.MaxProcs}
+	init := InitOptions{Proxy: !cfg.NoNetwork, UID: -1, GID: -1, Dir: cfg.Workspace, DirID: cfg.Dir.id.String(), MaxProcs: cfg.MaxProcs}
 	if needsDrop() {
 		if p.drop, err = newDropped(cfg, cfg.initCommand(cfg.Init)); err != nil {
 			return p, err
 		}
 		init.UID, init.GID = AgentUID, AgentUID
-		p.Dir = "/" // bubblewrap, the runner's child, starts outside the workspace
 	}
 	deny, err := PrepareDeny(cfg.DenyRead, p.drop.reachable)
 	if err != nil {
@@ -89,10 +96,68 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 			p.ExtraFiles = append(p.ExtraFiles, f)
 		}
 	}
-	full := append(Args(bwrap, cfg, deny, p.drop), cfg.initCommand(InitPath)...)
+	// The workspace's mounts come from the workspace itself, or from a
+	// root caller's idmapped copy of it.
+	src := cfg.Dir.fd()
+	if p.drop != nil {
+		src = int(p.drop.wsDir.Fd())
+	}
+	ws, err := p.workspaceMounts(cfg, src)
+	if err != nil {
+		return p, err
+	}
+	full := append(Args(bwrap, cfg, deny, p.drop, ws), cfg.initCommand(InitPath)...)
 	full = append(append(full, init.args()...), "--")
 	p.Argv = append(full, argv...)
 	return p, nil
+}
+
+// workspaceMounts opens what bubblewrap mounts of the workspace below src
+// (the workspace, or its idmapped copy), hands the descriptors to it and
+// returns the mounts: the workspace, the directories on the way to what is
+// protected (bound over themselves, so that none can be renamed or
+// removed: the kernel refuses that for a mount point), then what is
+// protected, read-only. Each is opened without following links, and must
+// be what the search found: a directory or a file of the same device and
+// inode.
+func (p *Prepared) workspaceMounts(cfg Config, src int) ([]fdMount, error) {
+	var out []fdMount
+	add := func(rel string, ro bool) error {
+		fd, err := openBeneath(src, rel, unix.O_PATH)
+		if err == nil {
+			id, typ, serr := statFD(fd)
+			want, known := cfg.Protect.ids[rel]
+			switch {
+			case serr != nil || typ != unix.S_IFDIR && typ != unix.S_IFREG:
+				err = errors.New("neither a directory nor a file")
+			case known && id != want:
+				err = errors.New("not what was found there")
+			}
+			if err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cannot open %s in the workspace %s (%v): it changed while the sandbox started; try again", rel, cfg.Workspace, err)
+		}
+		p.ExtraFiles = append(p.ExtraFiles, os.NewFile(uintptr(fd), rel))
+		out = append(out, fdMount{fd: 2 + len(p.ExtraFiles), dest: filepath.Join(cfg.Workspace, rel), ro: ro})
+		return nil
+	}
+	if err := add(".", false); err != nil {
+		return nil, err
+	}
+	for _, rel := range chain(cfg.Protect.Paths) {
+		if err := add(rel, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, rel := range cfg.Protect.Paths {
+		if err := add(rel, true); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // dataPipe returns the read end of a pipe holding data: the seccomp program
@@ -125,6 +190,11 @@ func (p *Prepared) Started() {
 func (p *Prepared) Close() {
 	if p.control != nil {
 		p.control.Close()
+	}
+	for _, f := range p.ExtraFiles {
+		if p.drop == nil || f != p.drop.userns {
+			f.Close() // again after Started: harmless
+		}
 	}
 	p.drop.release()
 }
@@ -254,6 +324,10 @@ func Advice(bwrapStderr string) string {
 	case ProcMountFailed(msg):
 		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
 			"In a Pod the container runtime masks /proc; use procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+	case strings.Contains(msg, "Race condition binding dirfd") || strings.Contains(msg, "Can't get type of source") ||
+		strings.Contains(msg, "Can't bind mount") && (strings.Contains(msg, "No such file") || strings.Contains(msg, "in mount table")):
+		return fmt.Sprintf("a directory the sandbox mounts moved while it started (%s): something renames the workspace or a directory "+
+			"of it (the agent of a concurrent run in a workspace around it?); nothing else was mounted in its place. Try again", msg)
 	case strings.Contains(msg, "Can't mkdir") || strings.Contains(msg, "Can't create file"):
 		return fmt.Sprintf("bubblewrap could not prepare a mount point (%s): a deny-read path or the workspace changed while the sandbox started; try again", msg)
 	case strings.Contains(msg, "execvp"):

@@ -113,3 +113,93 @@ EOF`)
 		})
 	}
 }
+
+// TestSessionsOfOtherRunsAreOutOfReach is the review's 3-sessions.sh: the
+// sessions of other runs lie in --session-dir, which a Pod's agent owns (it
+// runs as the same user as the runner). The agent reads them, and reports
+// another run's session id in the CLI's output with a transcript of its own
+// under that id: saved under the reported id, it would replace the other
+// run's session, and the next --resume of it would hand the agent's words to
+// that run's user. --session-dir reads as nothing inside, and the session
+// is saved only under the id agentrun gave the CLI.
+func TestSessionsOfOtherRunsAreOutOfReach(t *testing.T) {
+	const victim = "11111111-2222-4333-8444-555555555555"
+	for _, u := range []struct {
+		name   string
+		uid    int
+		prefix []string
+	}{
+		{"root", 0, nil},
+		{"nobody", 65534, []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}},
+	} {
+		t.Run(u.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("/var/tmp", "agentrun-sessions-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			os.Chmod(dir, 0o755)
+			bin := filepath.Join(dir, "agentrun") // where the unprivileged user can run it
+			if b, err := os.ReadFile(agentrun); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+				t.Fatalf("copying agentrun: %v", err)
+			}
+			sessions, ws, home := filepath.Join(dir, "sessions"), filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+			victimFile := filepath.Join(sessions, "claude-code", victim+".jsonl")
+			victimLine := `{"type":"user","message":{"role":"user","content":"VICTIM SECRET"}}` + "\n"
+			for _, d := range []string{filepath.Dir(victimFile), ws, home} {
+				os.MkdirAll(d, 0o700)
+			}
+			os.WriteFile(victimFile, []byte(victimLine), 0o600)
+			fake := filepath.Join(dir, "claude")
+			os.WriteFile(fake, []byte(`#!/bin/sh
+cat >/dev/null
+while [ $# -gt 0 ]; do [ "$1" = --session-id ] && SID=$2; shift; done
+for f in `+sessions+`/claude-code/*.jsonl; do echo "agent reads $f: $(cat "$f" 2>&1)" >&2; done
+mkdir -p "$CLAUDE_CONFIG_DIR/projects/x"
+echo '{"type":"user","message":{"role":"user","content":"INJECTED"}}' > "$CLAUDE_CONFIG_DIR/projects/x/`+victim+`.jsonl"
+echo '{"type":"user","message":{"role":"user","content":"GENUINE"}}' > "$CLAUDE_CONFIG_DIR/projects/x/$SID.jsonl"
+echo '{"type":"system","subtype":"init","session_id":"`+victim+`"}'
+echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"`+victim+`","usage":{"input_tokens":1,"output_tokens":1}}'
+`), 0o755)
+			for _, d := range []string{sessions, ws, home} {
+				filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.uid) })
+			}
+			args := append(append([]string{}, u.prefix...), bin, "run", "--runtime", "claude-code", "--format", "jsonl",
+				"--session-dir", sessions, "--cwd", ws, "hi")
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "AGENTRUN_CLAUDE_BIN=" + fake}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			_ = cmd.Run()
+			var end *events.End
+			rd := events.NewReader(bytes.NewReader(stdout.Bytes()))
+			for {
+				e, err := rd.Next()
+				if err != nil {
+					break
+				}
+				if x, ok := e.(*events.End); ok {
+					end = x
+				}
+			}
+			if end == nil || end.Status != events.StatusFinished {
+				t.Fatalf("end %+v\nstdout %s\nstderr %s", end, stdout.Bytes(), stderr.Bytes())
+			}
+			if bytes.Contains(stderr.Bytes(), []byte("VICTIM SECRET")) {
+				t.Errorf("the agent read another run's session: %s", stderr.Bytes())
+			}
+			if b, _ := os.ReadFile(victimFile); string(b) != victimLine {
+				t.Errorf("another run's session was replaced: %q", b)
+			}
+			if end.SessionID == nil || *end.SessionID == victim {
+				t.Fatalf("end.session_id %v: want the id agentrun gave the CLI", end.SessionID)
+			}
+			if b, _ := os.ReadFile(filepath.Join(sessions, "claude-code", *end.SessionID+".jsonl")); !bytes.Contains(b, []byte("GENUINE")) {
+				t.Errorf("the run's own session was not saved under its id: %q", b)
+			}
+			if !bytes.Contains(stderr.Bytes(), []byte("not the one agentrun gave it")) {
+				t.Errorf("no warning about the reported id: %s", stderr.Bytes())
+			}
+		})
+	}
+}

@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestProtectGitSubmodules: the submodule paths a repository's index lists
+// are protected whether the submodule is checked out (its .git) or not (a
+// placeholder .git, with the directories missing on its way), in the
+// workspace's repository, in the repository the workspace lies in, and in
+// submodules of submodules; a submodule path that goes through a link or a
+// file is refused, since the agent could put a repository there.
+func TestProtectGitSubmodules(t *testing.T) {
+	zero := strings.Repeat("1", 40)
+	gitlink := func(t *testing.T, repo string, paths ...string) {
+		for _, p := range paths {
+			git(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+zero+","+p)
+		}
+	}
+	tests := []struct {
+		name         string
+		setup        func(t *testing.T, base, ws string) // base holds ws
+		paths        []string
+		placeholders []string
+		err          string
+	}{
+		{name: "populated", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+			git(t, ws, "init", "-q", "--separate-git-dir="+filepath.Join(ws, ".git", "modules", "sub"), filepath.Join(ws, "sub"))
+			gitlink(t, ws, "sub")
+		}, paths: []string{".git", "sub/.git"}},
+		{name: "not populated", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+			gitlink(t, ws, "sub", "libs/deep/sub2")
+		}, paths: []string{".git", "libs/deep/sub2/.git", "sub/.git"}, placeholders: []string{"libs/deep/sub2/.git", "sub/.git"}},
+		{name: "submodule of a submodule", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+			sub := filepath.Join(ws, "sub")
+			git(t, ws, "init", "-q", "--separate-git-dir="+filepath.Join(ws, ".git", "modules", "sub"), sub)
+			gitlink(t, ws, "sub")
+			gitlink(t, sub, "inner")
+		}, paths: []string{".git", "sub/.git", "sub/inner/.git"}, placeholders: []string{"sub/inner/.git"}},
+		{name: "nested repository's submodule", setup: func(t *testing.T, _, ws string) {
+			os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755)
+			git(t, filepath.Join(ws, "a", "b"), "init", "-q")
+			gitlink(t, filepath.Join(ws, "a", "b"), "vendor/x")
+		}, paths: []string{"a/b/.git", "a/b/vendor/x/.git"}, placeholders: []string{"a/b/vendor/x/.git"}},
+		{name: "workspace in a checkout", setup: func(t *testing.T, base, _ string) {
+			git(t, base, "init", "-q")
+			gitlink(t, base, "ws/sub", "elsewhere/sub")
+		}, paths: []string{".git", "sub/.git"}, placeholders: []string{".git", "sub/.git"}},
+		{name: "submodule path through a link", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.Symlink(base, filepath.Join(ws, "l"))
+			gitlink(t, ws, "l/sub")
+		}, err: "which is a symbolic link"},
+		{name: "submodule path a file", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			os.WriteFile(filepath.Join(ws, "sub"), nil, 0o644)
+			gitlink(t, ws, "sub")
+		}, err: "which is not a directory"},
+		{name: "submodule's .git a link", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+			os.Symlink(base, filepath.Join(ws, "sub", ".git"))
+			gitlink(t, ws, "sub")
+		}, err: "neither a directory nor a file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			os.Mkdir(ws, 0o755)
+			tt.setup(t, base, ws)
+			dir, err := OpenWorkspace(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			got, err := ProtectGit(dir)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || strings.Join(got.Placeholders, ",") != strings.Join(tt.placeholders, ",") || len(got.Notes) > 0 {
+				t.Errorf("ProtectGit = %+v\nwant paths %v, placeholders %v", got, tt.paths, tt.placeholders)
+			}
+			// What exists is known by its identity, the directories on its
+			// way included.
+			for _, rel := range append(chain(got.Paths), got.Paths...) {
+				if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
+					if _, ok := got.ids[rel]; !ok {
+						t.Errorf("no identity for %s", rel)
+					}
+				}
+			}
+		})
+	}
+}
+
+// An index git cannot be read for its submodules is said so in a note, and
+// the rest is protected as ever.
+func TestProtectGitNotesAnUnreadableIndex(t *testing.T) {
+	ws := t.TempDir()
+	git(t, ws, "init", "-q")
+	os.WriteFile(filepath.Join(ws, ".git", "index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644)
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	got, err := ProtectGit(dir)
+	if err != nil || strings.Join(got.Paths, ",") != ".git" || len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "could not be read") {
+		t.Errorf("ProtectGit = %+v, %v", got, err)
+	}
+}
+
+// The mounts are bounded: past the bound a note says what is left out, and
+// the workspace's own repository and its submodules come first.
+func TestProtectGitMountsAreBounded(t *testing.T) {
+	ws := t.TempDir()
+	git(t, ws, "init", "-q")
+	git(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("1", 40)+",z/sub")
+	for _, d := range []string{"a", "b", "c", "d"} {
+		os.MkdirAll(filepath.Join(ws, d, ".git"), 0o755)
+	}
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	got, err := findGit(dir, MaxGitSearchDirs, 6) // .git; z, z/sub, z/sub/.git; a, a/.git
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Paths, ",") != ".git,z/sub/.git,a/.git" || len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "b/.git") {
+		t.Errorf("findGit with 6 mounts = %+v", got)
+	}
+	if n := len(got.Paths) + len(chain(got.Paths)); n > 6 {
+		t.Errorf("%d mounts", n)
+	}
+}
+
+func TestChain(t *testing.T) {
+	got := chain([]string{".git", "a/b/c/.git", "a/x/.git", "z/.git"})
+	if want := []string{"a", "z", "a/b", "a/x", "a/b/c"}; !slices.Equal(got, want) {
+		t.Errorf("chain = %v, want %v", got, want)
+	}
+}
+
+// A file git reads or runs in a protected git directory that is a link
+// into the workspace would let the agent write it: the read-only mount
+// covers the link, not where it leads. Links that stay in what is
+// read-only, or lead out of the workspace, are the user's own.
+func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
+	for _, tt := range []struct {
+		name, link, target, err string
+	}{
+		{"config", ".git/config", "../cfg", "symbolic link"},
+		{"config missing", ".git/config", "../not-yet", "symbolic link"},
+		{"hooks", ".git/hooks", "../hooks", "symbolic link"},
+		{"a hook", ".git/hooks/pre-commit", "../../hooks/pre-commit", "symbolic link"},
+		{"index", ".git/index", "../idx", "symbolic link"},
+		{"modules", ".git/modules", "../mods", "symbolic link"},
+		{"config outside", ".git/config", "OUTSIDE/cfg", ""},
+		{"config in another repository's .git", ".git/config", "../other/.git/config", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			git(t, base, "init", "-q", ws)
+			git(t, base, "init", "-q", filepath.Join(ws, "other"))
+			for _, f := range []string{"cfg", "idx", "hooks/pre-commit", "mods/x"} {
+				os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+				os.WriteFile(filepath.Join(ws, f), nil, 0o644)
+			}
+			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
+			p := filepath.Join(ws, tt.link)
+			os.RemoveAll(p)
+			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
+			dir, _ := OpenWorkspace(ws)
+			defer dir.Close()
+			_, err := ProtectGit(dir)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("err %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
