@@ -144,6 +144,9 @@ func liveProgress(d *progress.Doc) *v1alpha1.Progress {
 	}
 	if m := d.Meter; m != nil {
 		p.MeteredTokens = int64Ptr(m.Total())
+		if m.Unmetered > 0 {
+			p.UnmeteredCalls = int64Ptr(m.Unmetered)
+		}
 	}
 	return p
 }

@@ -371,4 +371,11 @@ func TestApplyLive(t *testing.T) {
 		!p.LastEventTime.Time.Equal(time.Date(2026, 6, 10, 15, 0, 1, 0, time.UTC)) {
 		t.Errorf("progress %+v", p)
 	}
+	if p.UnmeteredCalls != nil {
+		t.Errorf("unmeteredCalls %d without unmetered calls", *p.UnmeteredCalls)
+	}
+	doc.Meter.Unmetered = 3
+	if p := applyLive(v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}, doc).Progress; p.UnmeteredCalls == nil || *p.UnmeteredCalls != 3 {
+		t.Errorf("unmeteredCalls %v, want 3", p.UnmeteredCalls)
+	}
 }

@@ -104,6 +104,9 @@ type Meter struct {
 	OutputTokens     int64 `json:"output_tokens"`
 	CacheReadTokens  int64 `json:"cache_read_tokens"`
 	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// Unmetered counts the calls whose tokens the meter could not count
+	// (end.meter.unmetered): the token counts are then a floor.
+	Unmetered int64 `json:"unmetered,omitempty"`
 }
 
 // Total is every metered token.
@@ -175,7 +178,7 @@ func (d *Doc) Validate() error {
 				return errors.New("meter token count out of range")
 			}
 		}
-		if m.Calls < 0 || m.Calls > MaxCount {
+		if m.Calls < 0 || m.Calls > MaxCount || m.Unmetered < 0 || m.Unmetered > MaxCount {
 			return errors.New("meter calls out of range")
 		}
 	}

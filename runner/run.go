@@ -383,7 +383,7 @@ func (r *run) writeMeterFile() {
 	defer r.meterMu.Unlock()
 	t := r.meter.Total()
 	m := live.Meter{Calls: int64(len(r.meter.Calls())), InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens}
+		CacheReadTokens: t.CacheReadTokens, CacheWriteTokens: t.CacheWriteTokens, Unmetered: int64(r.meter.UnreadableCalls())}
 	if err := live.WriteMeterFile(r.o.MeterFile, m); err != nil {
 		r.warn(fmt.Sprintf("--meter-file %s: %v", r.o.MeterFile, err))
 	}
@@ -405,6 +405,7 @@ func (r *run) onUnmeteredCall(why string) {
 	case n == maxUnmeteredWarnings+1:
 		r.warn("more calls could not be metered; end.meter.unmetered counts them")
 	}
+	r.writeMeterFile()
 	max := r.o.MaxTokens
 	if max <= 0 {
 		return

@@ -610,6 +610,11 @@ type Progress struct {
 	// of this and usage.totalTokens.
 	// +optional
 	MeteredTokens *int64 `json:"meteredTokens,omitempty"`
+	// UnmeteredCalls counts the model calls the filter proxy could not
+	// count (an answer without usage, too large, or in an encoding it
+	// cannot read): meteredTokens is then a floor. Absent when none.
+	// +optional
+	UnmeteredCalls *int64 `json:"unmeteredCalls,omitempty"`
 }
 
 // TokenCounts are one usage total. A field the runtime did not report is

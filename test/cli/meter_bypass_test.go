@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/progress"
 )
 
 // meteredUpstream is a credential destination that answers every kind of
@@ -161,8 +163,10 @@ c %[1]s/v1/messages/batches/msgbatch_1/results
 c -X POST -d '{}' '%[1]s/v1/messages?nousage=1'
 c %[1]s/v1/models`, base)
 	bin := fakeCLI(t, []byte(`{"type":"result","subtype":"success","is_error":false,"result":"ok"}`+"\n"), script)
+	meterFile := filepath.Join(t.TempDir(), "meter.json")
 	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(),
-		"--credential", "KEY=http://api.test:" + port, "--add-host", "api.test=127.0.0.1", "--allow-host", "127.0.0.1:" + port},
+		"--credential", "KEY=http://api.test:" + port, "--add-host", "api.test=127.0.0.1", "--allow-host", "127.0.0.1:" + port,
+		"--meter-file", meterFile},
 		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "KEY=sk-real-unmetered-0123456789"}})
 	if end := r.end(); end == nil || end.Status != events.StatusFinished {
 		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
@@ -173,6 +177,10 @@ c %[1]s/v1/models`, base)
 	m := endMeter(t, r)
 	if m["matches"] != false || m["unmetered"] != float64(3) || m["calls"] != float64(0) {
 		t.Errorf("end.meter %v: want 3 unmetered calls (the batch, its results, the message without usage), matches false", m)
+	}
+	// The live count (status.progress.unmeteredCalls) says so too.
+	if live, ok := progress.ReadMeterFile(meterFile); !ok || live.Unmetered != 3 {
+		t.Errorf("--meter-file %+v (read %v): want 3 unmetered calls", live, ok)
 	}
 	if !strings.Contains(string(r.stderr), "could not be metered") {
 		t.Errorf("no warning on stderr: %s", r.stderr)
