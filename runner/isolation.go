@@ -47,7 +47,9 @@ type isolation struct {
 	denyRead []string
 	proc     sandbox.ProcMode
 	git      sandbox.GitProtection // workspace paths bound read-only (its repositories)
-	maxProcs int
+	// gitProtected: the repositories are read-only (no --writable-git).
+	gitProtected bool
+	maxProcs     int
 }
 
 func defaultSandbox() string {
@@ -120,6 +122,7 @@ func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
 		if iso.git, err = sandbox.ProtectGit(ws); err != nil {
 			return nil, reject("%v", err)
 		}
+		iso.gitProtected = true
 	}
 	return iso, nil
 }
@@ -156,12 +159,28 @@ func sessionDirAbs(dir string) string {
 // prepareWorkspace readies the workspace ws just before the sandbox
 // starts: the read-only placeholders the search asked for (a .git where
 // git would otherwise take one the agent made). The returned function
-// undoes it after the run.
-func (i *isolation) prepareWorkspace(ws *sandbox.Workspace) (func(), error) {
-	if !i.sandboxed() || len(i.git.Placeholders) == 0 {
+// undoes it after the run, and then warns of each repository the agent
+// left in the workspace (see sandbox.LeftRepositories): git run there
+// would read a config the agent wrote.
+func (i *isolation) prepareWorkspace(ws *sandbox.Workspace, warn func(string)) (func(), error) {
+	if !i.sandboxed() || !i.gitProtected {
 		return func() {}, nil
 	}
-	return sandbox.MakeGitPlaceholders(ws, &i.git)
+	undo, err := sandbox.MakeGitPlaceholders(ws, &i.git)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		undo()
+		left, complete := sandbox.LeftRepositories(ws, i.git)
+		for _, rel := range left {
+			warn(fmt.Sprintf("the agent left a git repository at %s: git run there or below reads its config, which can run commands (core.fsmonitor, hooks); "+
+				"review or remove it before you run git there (git config --global safe.bareRepository explicit makes git ignore bare ones)", filepath.Join(ws.Path, rel)))
+		}
+		if !complete {
+			warn(fmt.Sprintf("the check for git repositories the agent left stopped after %d directories", sandbox.MaxGitSearchDirs))
+		}
+	}, nil
 }
 
 // sandboxed reports whether the agent runs in bubblewrap.

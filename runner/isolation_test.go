@@ -145,24 +145,48 @@ func TestGitPlaceholder(t *testing.T) {
 	if strings.Join(iso.git.Placeholders, ",") != ".git" || strings.Join(iso.git.Paths, ",") != ".git" {
 		t.Fatalf("git %+v", iso.git)
 	}
-	undo, err := iso.prepareWorkspace(openWS(t, ws))
+	var warnings []string
+	undo, err := iso.prepareWorkspace(openWS(t, ws), func(w string) { warnings = append(warnings, w) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !st.IsDir() {
 		t.Errorf("no placeholder during the run: %v", err)
 	}
+	// What the agent leaves: the workspace made a bare repository (git
+	// looks there before the checkout's .git above), and a repository
+	// below it.
+	os.MkdirAll(filepath.Join(ws, "objects"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "refs"), 0o755)
+	os.WriteFile(filepath.Join(ws, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "tools", ".git"), 0o755)
 	undo()
 	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
 		t.Errorf("the placeholder stayed")
 	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "left a git repository at "+ws+":") {
+		t.Errorf("warnings %q: want one for the bare repository at the top", warnings)
+	}
+	os.Remove(filepath.Join(ws, "HEAD"))
+	warnings = nil
+	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
+	undo, _ = iso.prepareWorkspace(openWS(t, ws), func(w string) { warnings = append(warnings, w) })
+	os.MkdirAll(filepath.Join(ws, "lib", ".git"), 0o755)
+	undo()
+	if len(warnings) != 1 || !strings.Contains(warnings[0], filepath.Join(ws, "lib")) {
+		t.Errorf("warnings %q: want one for lib/.git only (tools/.git was there at the start)", warnings)
+	}
+	os.RemoveAll(filepath.Join(ws, "lib"))
+	os.RemoveAll(filepath.Join(ws, "tools"))
+	os.RemoveAll(filepath.Join(ws, "objects"))
+	os.RemoveAll(filepath.Join(ws, "refs"))
 	if os.Geteuid() == 0 {
 		return // root makes it anywhere
 	}
 	os.Chmod(ws, 0o555)
 	defer os.Chmod(ws, 0o755)
 	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
-	if _, err := iso.prepareWorkspace(openWS(t, ws)); err != nil || len(iso.git.Paths) != 0 {
+	if _, err := iso.prepareWorkspace(openWS(t, ws), func(string) {}); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
 	}
 }

@@ -194,7 +194,7 @@ func (r *run) start() *events.End {
 	o, p := r.o, r.p
 	r.tail = newTail(r.stderr, 500)
 	p.iso.prepareHost()
-	undo, err := p.iso.prepareWorkspace(p.ws)
+	undo, err := p.iso.prepareWorkspace(p.ws, r.warn)
 	if err != nil {
 		return r.end(events.StatusFailed, err.Error())
 	}

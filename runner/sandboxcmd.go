@@ -50,7 +50,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	for _, n := range p.iso.git.Notes {
 		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", n)
 	}
-	undo, err := p.iso.prepareWorkspace(p.ws)
+	undo, err := p.iso.prepareWorkspace(p.ws, func(msg string) { fmt.Fprintf(stderr, "agentrun sandbox: warning: %s\n", msg) })
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -42,7 +42,10 @@ import (
 //     `git status` in the workspace. A workspace in no repository gets
 //     none: a .git the agent creates there is a repository of its own,
 //     which nobody expects to be the user's (and an empty .git would make
-//     tools that look for one, such as `go build`'s VCS stamping, fail).
+//     tools that look for one, such as `go build`'s VCS stamping, fail);
+//   - what the repositories' configs name in the workspace (an included
+//     config, the hooks directory: see gitconfig.go), and each bare
+//     repository found (see gitleft.go).
 //
 // A read-only mount does not stop the agent from renaming the directory
 // above it: the mount moves along, and the agent makes a repository of its
@@ -101,6 +104,10 @@ type GitProtection struct {
 	// ids are the identities, at the search, of Paths and of the
 	// directories on their way (relative paths).
 	ids map[string]fileID
+	// found are the repositories' git directories and .git files found
+	// at the start, protected or not (relative paths): LeftRepositories
+	// tells the new ones.
+	found map[string]bool
 }
 
 // chain is the directories strictly between the workspace and each of
@@ -132,7 +139,7 @@ func ProtectGit(ws *Workspace) (GitProtection, error) {
 
 func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	g := &gitSearch{ws: ws, root: ws.Path, files: safefile.Guard{Untrusted: []string{ws.Path, ws.ProcPath()}},
-		ids: map[string]fileID{}, chained: map[string]bool{}, read: map[string]bool{}, maxMounts: maxMounts}
+		ids: map[string]fileID{}, chained: map[string]bool{}, read: map[string]bool{}, found: map[string]bool{}, maxMounts: maxMounts}
 	if err := g.top(); err != nil {
 		return GitProtection{}, err
 	}
@@ -142,10 +149,16 @@ func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	if err := g.search(maxDirs); err != nil {
 		return GitProtection{}, err
 	}
+	if err := g.configPaths(); err != nil {
+		return GitProtection{}, err
+	}
 	if err := g.checkLinks(); err != nil {
 		return GitProtection{}, err
 	}
-	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}}
+	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}, found: map[string]bool{}}
+	for p := range g.found {
+		out.found[g.rel(p)] = true
+	}
 	for _, p := range g.paths {
 		rel := g.rel(p)
 		out.Paths = append(out.Paths, rel)
@@ -173,6 +186,9 @@ type gitSearch struct {
 	repos        []gitRepo         // whose gitlinks are still to read
 	read         map[string]bool   // the worktrees whose gitlinks were read
 	gitDirs      []string          // the git directories found (absolute), for checkLinks
+	configRepos  []gitRepo         // whose configs are read for the paths they name
+	hookDirs     []string          // core.hooksPath directories in the workspace, for checkLinks
+	found        map[string]bool   // every .git and bare repository seen (absolute)
 	indexBytes   int64             // read so far
 	notes        []string
 	maxMounts    int
@@ -260,6 +276,18 @@ func (g *gitSearch) search(maxDirs int) error {
 		if err != nil {
 			continue // unreadable to the caller (and so to the agent), or changed meanwhile
 		}
+		if g.bareRepository(dir, entries) {
+			if dir == g.root {
+				return fmt.Errorf("%s is a bare git repository (HEAD, objects and refs at its top): its config and hooks would be the agent's to write, "+
+					"and git run there reads them; work in a checkout of it, or pass --writable-git", g.root)
+			}
+			g.found[dir] = true
+			if g.add(dir) {
+				g.gitDirs = append(g.gitDirs, dir)
+				g.configRepos = append(g.configRepos, gitRepo{gitDir: dir})
+			}
+			continue // read-only as a whole
+		}
 		for _, e := range entries {
 			p := filepath.Join(dir, e.Name())
 			switch {
@@ -312,6 +340,7 @@ func (g *gitSearch) readDir(dir string) ([]os.DirEntry, error) {
 // dotGit protects the .git at p (inside the workspace) of the given type,
 // and queues its repository for its gitlinks.
 func (g *gitSearch) dotGit(p string, typ uint32) error {
+	g.found[p] = true
 	worktree := filepath.Dir(p)
 	switch typ {
 	case unix.S_IFDIR:
@@ -440,6 +469,14 @@ func (g *gitSearch) checkLinks() error {
 			}
 		}
 	}
+	for _, dir := range g.hookDirs {
+		entries, _ := g.listDir(dir)
+		for _, e := range entries {
+			if err := g.checkLink(filepath.Join(dir, e)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -548,6 +585,7 @@ func (g *gitSearch) gitlinks() error {
 		}
 		g.read[r.worktree] = true
 		g.gitDirs = append(g.gitDirs, r.gitDir)
+		g.configRepos = append(g.configRepos, r)
 		idx, err := g.readIndex(r)
 		if err != nil {
 			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %s could not be read (%v): a submodule it lists may not be protected from the agent", r.worktree, err))

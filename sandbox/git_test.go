@@ -193,3 +193,128 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 		})
 	}
 }
+
+// TestProtectGitConfigPaths: what a repository's config names in the
+// workspace (an included config, the hooks directory, an fsmonitor
+// program) is read-only like its .git, an empty placeholder where it does
+// not exist yet; a bare repository found in the workspace is read-only as
+// a whole; through a link, or as the workspace itself, it is refused.
+func TestProtectGitConfigPaths(t *testing.T) {
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	tests := []struct {
+		name         string
+		setup        func(t *testing.T, base, ws string)
+		global       string // the caller's global config
+		paths        []string
+		placeholders []string
+		err          string
+	}{
+		{name: "include", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "include.path", "../shared.gitconfig")
+			os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte("[include]\n\tpath = \"conf/more\" ; a comment\n"), 0o644)
+		}, paths: []string{".git", "conf/more", "shared.gitconfig"}, placeholders: []string{"conf/more"}},
+		{name: "includeIf", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", `includeIf.gitdir:`+ws+`/.git.path`, ws+"/team.conf")
+			os.WriteFile(filepath.Join(ws, "team.conf"), nil, 0o644)
+		}, paths: []string{".git", "team.conf"}},
+		{name: "husky", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.hooksPath", ".husky/_")
+			os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".husky", "_", "pre-commit"), nil, 0o755)
+		}, paths: []string{".git", ".husky/_"}},
+		{name: "hooks directory not made yet", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.hooksPath", "githooks")
+		}, paths: []string{".git", "githooks"}, placeholders: []string{"githooks"}},
+		{name: "global hooks directory, relative to each worktree", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, "lib", "x"), 0o755)
+			git(t, filepath.Join(ws, "lib", "x"), "init", "-q")
+		}, global: "[core]\n\thooksPath = .githooks\n", paths: []string{".git", ".githooks", "lib/x/.git", "lib/x/.githooks"},
+			placeholders: []string{".githooks", "lib/x/.githooks"}},
+		{name: "fsmonitor program", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.fsmonitor", "tools/fsmonitor.sh --fast")
+			os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
+			os.WriteFile(filepath.Join(ws, "tools", "fsmonitor.sh"), nil, 0o755)
+		}, paths: []string{".git", "tools/fsmonitor.sh"}},
+		{name: "fsmonitor daemon", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.fsmonitor", "true")
+		}, paths: []string{".git"}},
+		{name: "outside the workspace", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "include.path", base+"/elsewhere.conf")
+			git(t, ws, "config", "core.hooksPath", base+"/hooks")
+		}, paths: []string{".git"}},
+		{name: "bare repository", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q", "--bare", "fixtures/remote.git")
+		}, paths: []string{"fixtures/remote.git"}},
+		{name: "the workspace a bare repository", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q", "--bare")
+		}, err: "is a bare git repository"},
+		{name: "include through a link", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.Mkdir(filepath.Join(ws, "real"), 0o755)
+			os.Symlink("real", filepath.Join(ws, "conf"))
+			git(t, ws, "config", "include.path", "../conf/x")
+		}, err: "through a symbolic link"},
+		{name: "a hook linked into the workspace", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.hooksPath", ".husky/_")
+			os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
+			os.Symlink("../pre-commit", filepath.Join(ws, ".husky", "_", "pre-commit"))
+		}, err: "symbolic link"},
+		{name: "the hooks directory the workspace", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.hooksPath", ".")
+		}, err: "itself as the hooks directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			os.Mkdir(ws, 0o755)
+			global := filepath.Join(base, "global.gitconfig")
+			os.WriteFile(global, []byte(tt.global), 0o644)
+			t.Setenv("GIT_CONFIG_GLOBAL", global)
+			tt.setup(t, base, ws)
+			dir, err := OpenWorkspace(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			got, err := ProtectGit(dir)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got.Paths)
+			slices.Sort(got.Placeholders)
+			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || strings.Join(got.Placeholders, ",") != strings.Join(tt.placeholders, ",") || len(got.Notes) > 0 {
+				t.Errorf("ProtectGit = %+v\nwant paths %v, placeholders %v", got, tt.paths, tt.placeholders)
+			}
+		})
+	}
+}
+
+func TestConfigPathValues(t *testing.T) {
+	in := "[core]\n\thooksPath = \".husky/_\" # husky\n\tfsmonitor=true\n[include]\npath = a\\\"b\n[includeIf \"gitdir:~/w/\"] path = ~/team\n" +
+		"[remote \"origin\"]\n\tpath = no\n[core] hookspath = x;y\n"
+	var got []string
+	for _, v := range configPathValues([]byte(in)) {
+		got = append(got, v.key+"="+v.value)
+	}
+	want := []string{"core.hookspath=.husky/_", "core.fsmonitor=true", `include.path=a"b`, "include.path=~/team", "core.hookspath=x"}
+	if !slices.Equal(got, want) {
+		t.Errorf("configPathValues = %q\nwant %q", got, want)
+	}
+}

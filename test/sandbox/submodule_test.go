@@ -143,3 +143,62 @@ func TestGitConfigLinkedIntoTheWorkspace(t *testing.T) {
 		}
 	})
 }
+
+// TestGitConfigPathsAndBareRepositories: what the repository's config
+// names in the workspace (a hooks directory as husky sets it, an included
+// config that does not exist yet) cannot be written inside, so the user's
+// next git status and commit on the host run nothing of the agent's; a
+// bare repository the agent makes of the workspace (which git finds before
+// the checkout's .git above it) cannot be prevented, and is told after the
+// run.
+func TestGitConfigPathsAndBareRepositories(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}
+		git := func(dir string, args ...string) string {
+			t.Helper()
+			c := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", dir}, args...)...)
+			c.Env = env
+			out, _ := c.CombinedOutput()
+			return string(out)
+		}
+		ws := filepath.Join(w.ws, "repo")
+		git(w.ws, "init", "-q", ws)
+		git(ws, "config", "core.hooksPath", ".husky")
+		git(ws, "config", "include.path", "../.gitconfig-shared")
+		os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+		git(ws, "add", "f")
+		git(ws, "commit", "-q", "-m", "init")
+		chownAll(t, w.ws, w.u.uid)
+		hookMark, fsmonMark := filepath.Join(w.outside, "PWNED-hook"), filepath.Join(w.outside, "PWNED-fsmon")
+		script := fmt.Sprintf(`mkdir -p .husky; printf '#!/bin/sh\ntouch %s\n' > .husky/pre-commit && chmod +x .husky/pre-commit && echo HOOK;
+printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo CONFIG; true`, hookMark, fsmonMark)
+		stdout, stderr, code := w.runRaw(t, []string{"--cwd", ws}, "sh", "-c", script)
+		if code != 0 || strings.Contains(stdout, "HOOK") || strings.Contains(stdout, "CONFIG") {
+			t.Errorf("the agent wrote a hook or an included config: exit %d, %q %s", code, stdout, stderr)
+		}
+		git(ws, "status", "--short")
+		git(ws, "commit", "-q", "--allow-empty", "-m", "next")
+		for _, m := range []string{hookMark, fsmonMark} {
+			if _, err := os.Stat(m); err == nil {
+				t.Errorf("git on the host ran the agent's %s", filepath.Base(m))
+			}
+		}
+		for _, p := range []string{".husky", ".gitconfig-shared"} {
+			if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+				t.Errorf("the placeholder %s stayed after the run", p)
+			}
+		}
+
+		// A subdirectory of the checkout made a bare repository.
+		sub := filepath.Join(ws, "sub")
+		os.Mkdir(sub, 0o755)
+		chownAll(t, w.ws, w.u.uid)
+		bareMark := filepath.Join(w.outside, "PWNED-bare")
+		script = fmt.Sprintf(`mkdir objects refs && echo "ref: refs/heads/main" > HEAD && printf '[core]\n\tfsmonitor = "touch %s; false"\n' > config`, bareMark)
+		_, stderr, code = w.runRaw(t, []string{"--cwd", sub}, "sh", "-c", script)
+		if code != 0 || !strings.Contains(stderr, "warning: the agent left a git repository at "+sub+":") {
+			t.Errorf("a bare repository left in the workspace was not told: exit %d, %s", code, stderr)
+		}
+	})
+}

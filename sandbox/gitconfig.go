@@ -1,0 +1,325 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// What a repository's config names. git reads the config of the
+// repository it runs in, and some values there are paths that it reads or
+// runs from: include.path and includeIf.<condition>.path (more config,
+// which may set core.fsmonitor), core.hooksPath (the hooks, in place of
+// .git/hooks: husky sets it to .husky/_) and core.fsmonitor when it names a
+// program. A protected .git does not help when one of them lies in the
+// writable workspace: the agent writes the included config or the hook,
+// and the user's next git status or commit runs it. So each one inside the
+// workspace is read-only too, as what the repository's git directory
+// holds: what exists is bound over itself, and where nothing exists yet an
+// empty directory is (a placeholder, see MakeGitPlaceholders), which git
+// reads as no config and no hooks, and cannot run. A path that goes
+// through a link inside the workspace is refused (the agent could move
+// the link). The repositories' own configs are read (config,
+// config.worktree, the common directory's), their includes to git's depth
+// of 10, and the caller's global configs, whose relative core.hooksPath
+// applies to every repository's worktree.
+//
+// What git runs by command rather than by path (a filter, a diff driver, a
+// credential helper, core.sshCommand naming a script of the workspace) and
+// hooks that run files of the worktree in turn (husky's .husky/pre-commit,
+// pre-commit's configuration, lefthook.yml) are the project's files, which
+// the agent may change like any other: README, "Repositories are
+// read-only".
+
+// maxIncludeDepth is git's own bound on nested includes.
+const maxIncludeDepth = 10
+
+// configPath is one value of a config that names a path.
+type configPath struct {
+	key   string // include.path (includeIf's too), core.hookspath or core.fsmonitor
+	value string
+	file  string // the config file that set it
+}
+
+// readConfig collects the path values of the config file at file, and of
+// the files it includes, protecting those that lie in the workspace.
+func (g *gitSearch) readConfig(file string, depth int, out *[]configPath) error {
+	b, err := g.readFile(file, maxGitFile)
+	if err != nil {
+		return nil // none, or unreadable to the caller and so to git run by them
+	}
+	for _, v := range configPathValues(b) {
+		v.file = file
+		if v.key != "include.path" {
+			*out = append(*out, v)
+			continue
+		}
+		p, ok := expandPath(v.value, filepath.Dir(file))
+		if !ok {
+			continue
+		}
+		if err := g.protectNamed(p, v, "an included config"); err != nil {
+			return err
+		}
+		if depth < maxIncludeDepth {
+			if err := g.readConfig(p, depth+1, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// configPaths protects what the configs of the repositories found name in
+// the workspace: their includes (readConfig), hooks directories and
+// fsmonitor programs.
+func (g *gitSearch) configPaths() error {
+	var global []configPath
+	for _, f := range globalConfigs() {
+		if err := g.readConfig(f, 0, &global); err != nil {
+			return err
+		}
+	}
+	done := map[gitRepo]bool{}
+	for _, r := range g.configRepos {
+		if done[r] {
+			continue
+		}
+		done[r] = true
+		var vals []configPath
+		files := []string{filepath.Join(r.gitDir, "config"), filepath.Join(r.gitDir, "config.worktree")}
+		if common := g.commonOf(r.gitDir); common != r.gitDir {
+			files = append(files, filepath.Join(common, "config"))
+		}
+		for _, f := range files {
+			if err := g.readConfig(f, 0, &vals); err != nil {
+				return err
+			}
+		}
+		// The hooks run from the top of the worktree (from the git
+		// directory in a bare repository): a relative value means there.
+		base := r.worktree
+		if base == "" {
+			base = r.gitDir
+		}
+		for _, v := range append(global, vals...) {
+			if err := g.hookPath(v, base); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hookPath protects what core.hooksPath or core.fsmonitor names (relative
+// to base), when it lies in the workspace.
+func (g *gitSearch) hookPath(v configPath, base string) error {
+	value := v.value
+	if v.key == "core.fsmonitor" {
+		// true/false select git's own daemon; anything else is a
+		// command, run by the shell, whose program is the first word.
+		if isConfigBool(value) {
+			return nil
+		}
+		value, _, _ = strings.Cut(strings.TrimSpace(value), " ")
+		if !strings.Contains(value, "/") {
+			return nil // looked up on PATH
+		}
+	}
+	p, ok := expandPath(value, base)
+	if !ok {
+		return nil
+	}
+	what := "the hooks directory"
+	if v.key == "core.fsmonitor" {
+		what = "the fsmonitor program"
+	}
+	if err := g.protectNamed(p, v, what); err != nil {
+		return err
+	}
+	if v.key == "core.hookspath" && g.inside(p) && !slices.Contains(g.hookDirs, p) {
+		g.hookDirs = append(g.hookDirs, p)
+	}
+	return nil
+}
+
+// protectNamed makes the path p that the config value v names read-only
+// when it lies in the workspace: bound over itself when it exists, an
+// empty directory in its place when not. Through a link inside the
+// workspace, it is refused.
+func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
+	p = filepath.Clean(p)
+	if !g.inside(p) {
+		// Outside the workspace, read-only with the rest, unless the
+		// caller's own links lead back into it.
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || !g.inside(real) {
+			return nil
+		}
+		p = real
+	}
+	if p == g.root {
+		return fmt.Errorf("%s = %s in %s names the working directory %s itself as %s, which the agent writes: "+
+			"point it elsewhere, or pass --writable-git", v.key, v.value, v.file, g.root, what)
+	}
+	if g.has(p) {
+		return nil
+	}
+	_, typ, err := g.lstat(p)
+	var link *LinkError
+	switch {
+	case errors.As(err, &link) || err == nil && typ == unix.S_IFLNK:
+		return fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
+			"make it name the real path, or pass --writable-git", v.key, v.value, v.file, p, what)
+	case errors.Is(err, unix.ENOENT):
+		g.placeholder(p)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s = %s in %s names %s, %s, below a file of the workspace, which the agent could replace with a directory of its own: "+
+			"fix the value, or pass --writable-git", v.key, v.value, v.file, p, what)
+	case err == nil:
+		g.add(p)
+	}
+	return nil // otherwise unreadable to the caller, and so to the agent
+}
+
+// commonOf is the common directory of the git directory dir (what its
+// commondir file names), or dir itself.
+func (g *gitSearch) commonOf(dir string) string {
+	target, ok := g.pointer(filepath.Join(dir, "commondir"), "")
+	if !ok {
+		return dir
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(dir, target)
+	}
+	return filepath.Clean(target)
+}
+
+// globalConfigs are the caller's config files that git reads in every
+// repository: the system's and the user's (GIT_CONFIG_GLOBAL and
+// GIT_CONFIG_NOSYSTEM respected, as git does).
+func globalConfigs() []string {
+	var out []string
+	if os.Getenv("GIT_CONFIG_NOSYSTEM") == "" {
+		out = append(out, "/etc/gitconfig")
+	}
+	if f, ok := os.LookupEnv("GIT_CONFIG_GLOBAL"); ok {
+		return append(out, f)
+	}
+	home, _ := os.UserHomeDir()
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	if xdg != "" {
+		out = append(out, filepath.Join(xdg, "git", "config"))
+	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".gitconfig"))
+	}
+	return out
+}
+
+// expandPath is a path value of a config as git reads it: ~/ is the home
+// directory, a relative path is relative to base. A ~user/ path or an
+// empty value gives false.
+func expandPath(v, base string) (string, bool) {
+	v = strings.TrimPrefix(v, ":(optional)")
+	switch {
+	case v == "":
+		return "", false
+	case v == "~" || strings.HasPrefix(v, "~/"):
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", false
+		}
+		return filepath.Join(home, strings.TrimPrefix(v, "~")), true
+	case strings.HasPrefix(v, "~"):
+		return "", false
+	case filepath.IsAbs(v):
+		return filepath.Clean(v), true
+	}
+	return filepath.Join(base, v), true
+}
+
+func isConfigBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "true", "false", "yes", "no", "on", "off", "1", "0":
+		return true
+	}
+	return false
+}
+
+var configSection = regexp.MustCompile(`^\[\s*([A-Za-z0-9.-]+)(\s+"(?:[^"\\]|\\.)*")?\s*\]`)
+
+// configPathValues are the values of a git config file that name paths,
+// every one in order: include.path and includeIf.*.path (both as
+// "include.path"), core.hooksPath and core.fsmonitor (keys lowercased). It
+// reads the format as git writes it: sections (with a quoted subsection),
+// key = value lines, a value quoted in part or whole, comments after # or
+// ; outside quotes, backslash escapes; a value continued over lines ends
+// at the first.
+func configPathValues(b []byte) []configPath {
+	var out []configPath
+	var section string
+	for _, raw := range bytes.Split(b, []byte("\n")) {
+		line := strings.TrimSpace(string(raw))
+		if m := configSection.FindStringSubmatch(line); m != nil {
+			section = strings.ToLower(m[1])
+			if section == "includeif" && m[2] != "" {
+				section = "include"
+			} else if m[2] != "" {
+				section += ".sub" // another section's subsection: not ours
+			}
+			line = strings.TrimSpace(line[len(m[0]):])
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		key := section + "." + strings.ToLower(strings.TrimSpace(k))
+		switch key {
+		case "include.path", "core.hookspath", "core.fsmonitor":
+			out = append(out, configPath{key: key, value: configValueText(v)})
+		}
+	}
+	return out
+}
+
+// configValueText is a raw config value as git reads it: quotes removed,
+// escapes resolved, a comment outside quotes dropped, outer spaces
+// trimmed.
+func configValueText(v string) string {
+	var out strings.Builder
+	quoted := false
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && i+1 < len(v):
+			i++
+			switch v[i] {
+			case 'n':
+				out.WriteByte('\n')
+			case 't':
+				out.WriteByte('\t')
+			default:
+				out.WriteByte(v[i])
+			}
+		case (c == '#' || c == ';') && !quoted:
+			return strings.TrimSpace(out.String())
+		default:
+			out.WriteByte(c)
+		}
+	}
+	return strings.TrimSpace(out.String())
+}

@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+)
+
+// A repository needs no .git: git, looking for the repository of the
+// directory it runs in, takes a directory that has HEAD, objects and refs
+// for a bare repository before it looks further up (unless the user set
+// safe.bareRepository=explicit). So any directory of the workspace can
+// become a repository whose config (core.fsmonitor) runs on the user's
+// next git command there, the top of a workspace that lies in a checkout
+// and a submodule's directory included; no mount can prevent it, since
+// the agent may write there. A bare repository found at the start is
+// protected like a .git (findGit); one the agent leaves is told
+// (LeftRepositories), as is a .git made below the top.
+
+// headRef is the content of a HEAD that git accepts: a symbolic ref into
+// refs/, or an object name.
+var headRef = regexp.MustCompile(`^(ref: refs/|[0-9a-f]{40}\s*$|[0-9a-f]{64}\s*$)`)
+
+// bareRepository reports whether dir, with these entries, is a directory
+// git would take for a (bare) repository: a HEAD that is a link into refs/
+// or a file as git writes it, and directories objects and refs.
+func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
+	var head os.DirEntry
+	objects, refs := false, false
+	for _, e := range entries {
+		switch e.Name() {
+		case "HEAD":
+			head = e
+		case "objects":
+			objects = e.IsDir()
+		case "refs":
+			refs = e.IsDir()
+		}
+	}
+	if head == nil || !objects || !refs {
+		return false
+	}
+	p := filepath.Join(dir, "HEAD")
+	if head.Type()&os.ModeSymlink != 0 {
+		target, err := g.readlink(p)
+		return err == nil && bytes.HasPrefix([]byte(target), []byte("refs/"))
+	}
+	b, err := g.readFile(p, 256)
+	return err == nil && headRef.Match(b)
+}
+
+// LeftRepositories lists, relative to the workspace, the repositories
+// that were not there at the start (ProtectGit) and are now: a .git (a
+// directory or file) or a directory git takes for a bare repository,
+// outside what was read-only. After the run, the agent made them, and git
+// run there or below would read their config. The search is bounded as
+// ProtectGit's (node_modules skipped); complete is false when it stopped
+// early.
+func LeftRepositories(ws *Workspace, g GitProtection) (left []string, complete bool) {
+	s := &gitSearch{ws: ws, root: ws.Path}
+	protected := func(rel string) bool {
+		return slices.ContainsFunc(g.Paths, func(p string) bool { return within(rel, p) })
+	}
+	queue := []string{ws.Path}
+	for dirs := 0; len(queue) > 0; dirs++ {
+		if dirs == MaxGitSearchDirs {
+			return left, false
+		}
+		dir := queue[0]
+		queue = queue[1:]
+		entries, err := s.readDir(dir)
+		if err != nil {
+			continue
+		}
+		rel := s.rel(dir)
+		if s.bareRepository(dir, entries) {
+			if !g.found[rel] && !protected(rel) {
+				left = append(left, rel)
+			}
+			continue
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			switch {
+			case e.Name() == ".git":
+				if r := s.rel(p); !g.found[r] && !protected(r) && unixType(e.Type()) != 0 {
+					left = append(left, r)
+				}
+			case e.IsDir() && e.Name() != "node_modules" && !protected(s.rel(p)):
+				queue = append(queue, p)
+			}
+		}
+	}
+	return left, true
+}
