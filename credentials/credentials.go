@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -344,6 +345,7 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 	var out []Secret
 	for _, c := range creds {
 		out = append(out, Secret{Value: c.value, StandIn: c.StandIn})
+		out = append(out, encodedForms(c.value, c.StandIn)...)
 	}
 	for _, v := range h.Values("Authorization") {
 		raw, ok := basic("Authorization", v)
@@ -367,6 +369,29 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Value) > len(out[j].Value) })
+	return out
+}
+
+// encodedForms are the forms of a real value that an upstream which
+// echoes what it got may hand back without the literal value in them:
+// percent-encoded (a redirect's Location, a query string) and base64 on
+// its own (padded or not, standard or URL alphabet), each with the same
+// form of the stand-in. Only forms that differ from the value are listed.
+// An encoding of a longer text that holds the value (base64 depends on
+// where the value starts) is not caught: README, "Credentials".
+func encodedForms(value, standIn string) []Secret {
+	forms := []func(string) string{url.QueryEscape, url.PathEscape}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		forms = append(forms, func(s string) string { return enc.EncodeToString([]byte(s)) })
+	}
+	var out []Secret
+	seen := map[string]bool{value: true}
+	for _, form := range forms {
+		if v := form(value); !seen[v] {
+			seen[v] = true
+			out = append(out, Secret{Value: v, StandIn: form(standIn)})
+		}
+	}
 	return out
 }
 

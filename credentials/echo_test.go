@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -147,5 +148,36 @@ func TestEchoWithEscapedSlashes(t *testing.T) {
 	injected := strings.TrimPrefix(escaped, "Basic ")
 	if strings.Contains(string(b), injected[:len(injected)-4]) {
 		t.Errorf("the escaped Basic value came back: %s", b)
+	}
+}
+
+// TestEncodedFormsAreScrubbed: an upstream that hands the value back
+// percent-encoded (a redirect's Location) or base64-encoded on its own
+// does not hand out the real value: each form becomes the same form of
+// the stand-in.
+func TestEncodedFormsAreScrubbed(t *testing.T) {
+	const value = "sk-real+key/with=signs~0123"
+	c, err := Parse("KEY=api.test:443", func(string) (string, bool) { return value, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := map[string]func(string) string{
+		"query":      url.QueryEscape,
+		"path":       url.PathEscape,
+		"base64":     func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
+		"base64 raw": func(s string) string { return base64.RawStdEncoding.EncodeToString([]byte(s)) },
+		"base64 url": func(s string) string { return base64.URLEncoding.EncodeToString([]byte(s)) },
+	}
+	for name, form := range forms {
+		body := "Location: https://evil.test/?k=" + form(value) + "&x=1"
+		got, err := io.ReadAll(ScrubBody(io.NopCloser(iotest.OneByteReader(strings.NewReader(body))), SecretsOf(nil, []*Credential{c})))
+		if err != nil || strings.Contains(string(got), form(value)) || !strings.Contains(string(got), form(c.StandIn)) {
+			t.Errorf("%s: %q (%v)", name, got, err)
+		}
+		h := http.Header{"Location": {body}}
+		Scrub(h, SecretsOf(nil, []*Credential{c}))
+		if strings.Contains(h.Get("Location"), form(value)) {
+			t.Errorf("%s in a header: %q", name, h.Get("Location"))
+		}
 	}
 }
