@@ -380,7 +380,8 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 // An encoding of a longer text that holds the value (base64 depends on
 // where the value starts) is not caught: README, "Credentials".
 func encodedForms(value, standIn string) []Secret {
-	forms := []func(string) string{url.QueryEscape, url.PathEscape}
+	forms := []func(string) string{url.QueryEscape, url.PathEscape,
+		func(s string) string { return lowerHex(url.QueryEscape(s)) }, func(s string) string { return lowerHex(url.PathEscape(s)) }}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 		forms = append(forms, func(s string) string { return enc.EncodeToString([]byte(s)) })
 	}
@@ -393,6 +394,25 @@ func encodedForms(value, standIn string) []Secret {
 		}
 	}
 	return out
+}
+
+// lowerHex writes the hex digits of each %XX in lower case (%2f), as some
+// servers do.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLower(b[i+1]), toLower(b[i+2])
+		}
+	}
+	return string(b)
+}
+
+func toLower(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // Scrub puts the stand-ins back in place of the secrets in a header set (a

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -162,7 +163,10 @@ func TestEncodedFormsAreScrubbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	forms := map[string]func(string) string{
-		"query":      url.QueryEscape,
+		"query": url.QueryEscape,
+		"query, lower-case hex": func(s string) string {
+			return regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(url.QueryEscape(s), strings.ToLower)
+		},
 		"path":       url.PathEscape,
 		"base64":     func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
 		"base64 raw": func(s string) string { return base64.RawStdEncoding.EncodeToString([]byte(s)) },

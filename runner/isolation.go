@@ -172,10 +172,13 @@ func (i *isolation) prepareWorkspace(ws *sandbox.Workspace, warn func(string)) (
 	}
 	return func() {
 		undo()
-		left, complete := sandbox.LeftRepositories(ws, i.git)
+		left, unchecked, complete := sandbox.LeftRepositories(ws, i.git)
 		for _, rel := range left {
 			warn(fmt.Sprintf("the agent left a git repository at %s: git run there or below reads its config, which can run commands (core.fsmonitor, hooks); "+
 				"review or remove it before you run git there (git config --global safe.bareRepository explicit makes git ignore bare ones)", filepath.Join(ws.Path, rel)))
+		}
+		for _, rel := range unchecked {
+			warn(fmt.Sprintf("the agent left %s unreadable, so it could not be checked for git repositories: review it before you run git there or below", filepath.Join(ws.Path, rel)))
 		}
 		if !complete {
 			warn(fmt.Sprintf("the check for git repositories the agent left stopped after %d directories", sandbox.MaxGitSearchDirs))

@@ -93,17 +93,21 @@ type GitProtection struct {
 	// Paths are relative to the workspace, nearest the top first, without
 	// one inside another.
 	Paths []string
-	// Placeholders are the paths of Paths where an empty directory is
-	// made for the run and removed after it (MakeGitPlaceholders): the .git
-	// of a workspace that lies in a repository without one of its own,
-	// and of each submodule path that has none. The directories on their
-	// way that do not exist are made too.
+	// Placeholders are the paths of Paths where an empty directory (an
+	// empty file for an included config) is made for the run and removed
+	// after it (MakeGitPlaceholders): the .git of a workspace that lies in
+	// a repository without one of its own, of each submodule path that
+	// has none, and what a config names that does not exist yet. The
+	// directories on their way that do not exist are made too.
 	Placeholders []string
 	// Notes say what could not be protected (the [note] lines).
 	Notes []string
 	// ids are the identities, at the search, of Paths and of the
 	// directories on their way (relative paths).
 	ids map[string]fileID
+	// files are the Placeholders that are empty files rather than
+	// directories: an included config git must find readable.
+	files map[string]bool
 	// found are the repositories' git directories and .git files found
 	// at the start, protected or not (relative paths): LeftRepositories
 	// tells the new ones.
@@ -155,7 +159,7 @@ func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	if err := g.checkLinks(); err != nil {
 		return GitProtection{}, err
 	}
-	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}, found: map[string]bool{}}
+	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}, found: map[string]bool{}, files: map[string]bool{}}
 	for p := range g.found {
 		out.found[g.rel(p)] = true
 	}
@@ -164,6 +168,9 @@ func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 		out.Paths = append(out.Paths, rel)
 		if slices.Contains(g.placeholders, p) {
 			out.Placeholders = append(out.Placeholders, rel)
+			if g.fileHolders[p] {
+				out.files[rel] = true
+			}
 		}
 	}
 	for _, rel := range append(chain(out.Paths), out.Paths...) {
@@ -179,8 +186,10 @@ type gitSearch struct {
 	root  string         // ws.Path
 	files safefile.Guard // for what lies outside the workspace
 	paths []string       // absolute, outermost only
-	// placeholders are the paths to make for the run (absolute).
+	// placeholders are the paths to make for the run (absolute), and
+	// those of them to make as empty files.
 	placeholders []string
+	fileHolders  map[string]bool
 	ids          map[string]fileID // absolute path → identity at the search
 	chained      map[string]bool   // the directories on the way to paths
 	repos        []gitRepo         // whose gitlinks are still to read
@@ -463,7 +472,7 @@ func (g *gitSearch) checkLinks() error {
 				continue
 			}
 			for _, e := range entries {
-				if err := g.checkLink(filepath.Join(p, e)); err != nil {
+				if err := g.checkEntry(filepath.Join(p, e), name == "hooks"); err != nil {
 					return err
 				}
 			}
@@ -472,7 +481,7 @@ func (g *gitSearch) checkLinks() error {
 	for _, dir := range g.hookDirs {
 		entries, _ := g.listDir(dir)
 		for _, e := range entries {
-			if err := g.checkLink(filepath.Join(dir, e)); err != nil {
+			if err := g.checkEntry(filepath.Join(dir, e), true); err != nil {
 				return err
 			}
 		}
@@ -480,30 +489,55 @@ func (g *gitSearch) checkLinks() error {
 	return nil
 }
 
-// checkLink refuses p when it is a link that leads into the workspace,
-// outside what is read-only.
-func (g *gitSearch) checkLink(p string) error {
+// checkEntry checks an entry of a protected hooks or info directory. A
+// hook that is a link to a script of the workspace (hooks/pre-commit ->
+// ../../scripts/pre-commit, a common set-up) makes that script read-only
+// too, when it is a regular file reached without links; any other link
+// into the workspace is refused (checkLink).
+func (g *gitSearch) checkEntry(p string, hook bool) error {
+	if hook {
+		if target, ok := g.linkTarget(p); ok && g.inside(target) && !g.has(target) {
+			if _, typ, err := g.lstat(target); err == nil && typ == unix.S_IFREG {
+				g.add(target)
+			}
+		}
+	}
+	return g.checkLink(p)
+}
+
+// linkTarget is where the link p points (made absolute and clean); false
+// when p is no link.
+func (g *gitSearch) linkTarget(p string) (string, bool) {
 	var target string
 	var err error
 	if g.inside(p) {
 		_, typ, lerr := g.lstat(p)
 		if lerr != nil || typ != unix.S_IFLNK {
-			return nil
+			return "", false
 		}
 		target, err = g.readlink(p)
 	} else {
 		if st, lerr := os.Lstat(p); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
-			return nil
+			return "", false
 		}
 		target, err = os.Readlink(p)
 	}
 	if err != nil {
-		return nil
+		return "", false
 	}
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(filepath.Dir(p), target)
 	}
-	target = filepath.Clean(target)
+	return filepath.Clean(target), true
+}
+
+// checkLink refuses p when it is a link that leads into the workspace,
+// outside what is read-only.
+func (g *gitSearch) checkLink(p string) error {
+	target, ok := g.linkTarget(p)
+	if !ok {
+		return nil
+	}
 	real, _ := filepath.EvalSymlinks(target)
 	for _, q := range []string{target, real} {
 		if q != "" && g.inside(q) && !g.has(q) {
@@ -719,6 +753,19 @@ func (g *gitSearch) placeholder(p string) {
 	}
 }
 
+// placeholderFile protects p with an empty file made for the run: git
+// reads a missing include as nothing, an empty file too, but a directory
+// as a bad config.
+func (g *gitSearch) placeholderFile(p string) {
+	if g.add(p) {
+		g.placeholders = append(g.placeholders, p)
+		if g.fileHolders == nil {
+			g.fileHolders = map[string]bool{}
+		}
+		g.fileHolders[p] = true
+	}
+}
+
 func (g *gitSearch) has(p string) bool {
 	for _, q := range g.paths {
 		if within(p, q) {
@@ -792,17 +839,18 @@ func enclosingRepo(dir string, files safefile.Guard) (gitRepo, bool) {
 	}
 }
 
-// MakeGitPlaceholders makes the empty directories of a GitProtection's
-// Placeholders (and the directories missing on their way), owned like the
-// workspace, and returns what removes them after the run: each only while
-// it is the same empty directory (rmdir), deepest first, so that nothing
-// of the user's is removed. A placeholder this user may not make (nor,
+// MakeGitPlaceholders makes the empty directories (and files) of a
+// GitProtection's Placeholders (and the directories missing on their way),
+// owned like the workspace, and returns what removes them after the run:
+// each only while it is the same empty directory (rmdir) or empty file,
+// deepest first, so that nothing of the user's is removed. A placeholder this user may not make (nor,
 // then, the agent) is dropped from g.Paths. An existing one is not taken
 // for a placeholder: the workspace changed since the search.
 func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 	type made struct {
-		rel string
-		id  fileID
+		rel  string
+		id   fileID
+		file bool
 	}
 	var all []made
 	undo := func() {
@@ -815,7 +863,11 @@ func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 			var st unix.Stat_t
 			name := filepath.Base(m.rel)
 			if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && (fileID{st.Dev, st.Ino}) == m.id {
-				_ = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) // if something was put there, it stays
+				if !m.file {
+					_ = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) // if something was put there, it stays
+				} else if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+					_ = unix.Unlinkat(dir, name, 0)
+				}
 			}
 			unix.Close(dir)
 		}
@@ -835,7 +887,15 @@ func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 				if err != nil {
 					return err
 				}
-				err = unix.Mkdirat(dir, parts[i], 0o755)
+				file := last && g.files[rel]
+				if file {
+					var fd int
+					if fd, err = unix.Openat(dir, parts[i], unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+						unix.Close(fd)
+					}
+				} else {
+					err = unix.Mkdirat(dir, parts[i], 0o755)
+				}
 				if errors.Is(err, unix.EEXIST) && !last {
 					unix.Close(dir)
 					continue
@@ -843,7 +903,7 @@ func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 				if err == nil {
 					var st unix.Stat_t
 					if err = unix.Fstatat(dir, parts[i], &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-						mine = append(mine, made{sub, fileID{st.Dev, st.Ino}})
+						mine = append(mine, made{sub, fileID{st.Dev, st.Ino}, file})
 						if os.Geteuid() == 0 {
 							_ = unix.Fchownat(dir, parts[i], ws.UID, ws.GID, unix.AT_SYMLINK_NOFOLLOW)
 						}

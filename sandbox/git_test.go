@@ -165,7 +165,9 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 		{"config", ".git/config", "../cfg", "symbolic link"},
 		{"config missing", ".git/config", "../not-yet", "symbolic link"},
 		{"hooks", ".git/hooks", "../hooks", "symbolic link"},
-		{"a hook", ".git/hooks/pre-commit", "../../hooks/pre-commit", "symbolic link"},
+		{"a hook to a file of the workspace: that file is read-only", ".git/hooks/pre-commit", "../../hooks/pre-commit", ""},
+		{"a hook through a link", ".git/hooks/pre-commit", "../../lnk/pre-commit", "symbolic link"},
+		{"a hook to a directory", ".git/hooks/pre-commit", "../../mods", "symbolic link"},
 		{"index", ".git/index", "../idx", "symbolic link"},
 		{"modules", ".git/modules", "../mods", "symbolic link"},
 		{"config outside", ".git/config", "OUTSIDE/cfg", ""},
@@ -181,14 +183,18 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 				os.WriteFile(filepath.Join(ws, f), nil, 0o644)
 			}
 			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
+			os.Symlink("hooks", filepath.Join(ws, "lnk"))
 			p := filepath.Join(ws, tt.link)
 			os.RemoveAll(p)
 			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
 			dir, _ := OpenWorkspace(ws)
 			defer dir.Close()
-			_, err := ProtectGit(dir)
+			got, err := ProtectGit(dir)
 			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 				t.Errorf("err %v, want %q", err, tt.err)
+			}
+			if tt.link == ".git/hooks/pre-commit" && tt.err == "" && !slices.Contains(got.Paths, "hooks/pre-commit") {
+				t.Errorf("the hook's script is not read-only: %v", got.Paths)
 			}
 		})
 	}
@@ -205,7 +211,9 @@ func TestProtectGitConfigPaths(t *testing.T) {
 		name         string
 		setup        func(t *testing.T, base, ws string)
 		global       string // the caller's global config
+		env          []string
 		paths        []string
+		files        []string // placeholders that are files
 		placeholders []string
 		err          string
 	}{
@@ -213,7 +221,12 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "include.path", "../shared.gitconfig")
 			os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte("[include]\n\tpath = \"conf/more\" ; a comment\n"), 0o644)
-		}, paths: []string{".git", "conf/more", "shared.gitconfig"}, placeholders: []string{"conf/more"}},
+		}, paths: []string{".git", "conf/more", "shared.gitconfig"}, placeholders: []string{"conf/more"}, files: []string{"conf/more"}},
+		{name: "a team config with a byte order mark and a continued line", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "include.path", "../team.gitconfig")
+			os.WriteFile(filepath.Join(ws, "team.gitconfig"), []byte("\xef\xbb\xbf[core]\n\thooksPath = .git\\\nhooks-team\n"), 0o644)
+		}, paths: []string{".git", ".githooks-team", "team.gitconfig"}, placeholders: []string{".githooks-team"}},
 		{name: "includeIf", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", `includeIf.gitdir:`+ws+`/.git.path`, ws+"/team.conf")
@@ -241,6 +254,25 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
 			os.WriteFile(filepath.Join(ws, "tools", "fsmonitor.sh"), nil, 0o755)
 		}, paths: []string{".git", "tools/fsmonitor.sh"}},
+		{name: "fsmonitor command", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+			git(t, ws, "config", "core.fsmonitor", "FOO=1 sh tools/fsmon.sh\t./missing/arg")
+			os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
+			os.WriteFile(filepath.Join(ws, "tools", "fsmon.sh"), nil, 0o755)
+		}, paths: []string{".git", "tools/fsmon.sh"}},
+		{name: "global config in the workspace through a link", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.WriteFile(filepath.Join(ws, "gitconfig"), []byte("[user]\n\tname = me\n"), 0o644)
+			os.Remove(filepath.Join(base, "global.gitconfig"))
+			os.Symlink(filepath.Join(ws, "gitconfig"), filepath.Join(base, "global.gitconfig"))
+		}, paths: []string{".git", "gitconfig"}},
+		{name: "installation prefix", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+		}, global: "[core]\n\thooksPath = %(prefix)/share/git-core/hooks\n", paths: []string{".git"}},
+		{name: "GIT_CONFIG_COUNT", setup: func(t *testing.T, _, ws string) {
+			git(t, ws, "init", "-q")
+		}, env: []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.hooksPath", "GIT_CONFIG_VALUE_0=env-hooks"},
+			paths: []string{".git", "env-hooks"}, placeholders: []string{"env-hooks"}},
 		{name: "fsmonitor daemon", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "core.fsmonitor", "true")
@@ -281,6 +313,10 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			global := filepath.Join(base, "global.gitconfig")
 			os.WriteFile(global, []byte(tt.global), 0o644)
 			t.Setenv("GIT_CONFIG_GLOBAL", global)
+			for _, e := range tt.env {
+				k, v, _ := strings.Cut(e, "=")
+				t.Setenv(k, v)
+			}
 			tt.setup(t, base, ws)
 			dir, err := OpenWorkspace(ws)
 			if err != nil {
@@ -301,6 +337,13 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			slices.Sort(got.Placeholders)
 			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || strings.Join(got.Placeholders, ",") != strings.Join(tt.placeholders, ",") || len(got.Notes) > 0 {
 				t.Errorf("ProtectGit = %+v\nwant paths %v, placeholders %v", got, tt.paths, tt.placeholders)
+			}
+			var files []string
+			for f := range got.files {
+				files = append(files, f)
+			}
+			if slices.Sort(files); strings.Join(files, ",") != strings.Join(tt.files, ",") {
+				t.Errorf("file placeholders %v, want %v", files, tt.files)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +24,9 @@ import (
 // and the user's next git status or commit runs it. So each one inside the
 // workspace is read-only too, as what the repository's git directory
 // holds: what exists is bound over itself, and where nothing exists yet an
-// empty directory is (a placeholder, see MakeGitPlaceholders), which git
-// reads as no config and no hooks, and cannot run. A path that goes
+// empty file (an include) or directory is (a placeholder, see
+// MakeGitPlaceholders), which git reads as no config and no hooks, and
+// cannot run; a directory would be a bad config to git. A path that goes
 // through a link inside the workspace is refused (the agent could move
 // the link). The repositories' own configs are read (config,
 // config.worktree, the common directory's), their includes to git's depth
@@ -79,14 +81,20 @@ func (g *gitSearch) readConfig(file string, depth int, out *[]configPath) error 
 
 // configPaths protects what the configs of the repositories found name in
 // the workspace: their includes (readConfig), hooks directories and
-// fsmonitor programs.
+// fsmonitor programs; and the caller's global configs themselves, when one
+// is (or links to) a file of the workspace (a dotfiles checkout).
 func (g *gitSearch) configPaths() error {
 	var global []configPath
 	for _, f := range globalConfigs() {
+		v := configPath{key: "global config", value: f, file: f}
+		if err := g.protectNamed(f, v, "a config git reads in every repository"); err != nil {
+			return err
+		}
 		if err := g.readConfig(f, 0, &global); err != nil {
 			return err
 		}
 	}
+	global = append(global, envConfig()...)
 	done := map[gitRepo]bool{}
 	for _, r := range g.configRepos {
 		if done[r] {
@@ -121,31 +129,41 @@ func (g *gitSearch) configPaths() error {
 // hookPath protects what core.hooksPath or core.fsmonitor names (relative
 // to base), when it lies in the workspace.
 func (g *gitSearch) hookPath(v configPath, base string) error {
-	value := v.value
-	if v.key == "core.fsmonitor" {
-		// true/false select git's own daemon; anything else is a
-		// command, run by the shell, whose program is the first word.
-		if isConfigBool(value) {
+	switch v.key {
+	case "core.hookspath":
+		p, ok := expandPath(v.value, base)
+		if !ok {
 			return nil
 		}
-		value, _, _ = strings.Cut(strings.TrimSpace(value), " ")
-		if !strings.Contains(value, "/") {
-			return nil // looked up on PATH
+		if err := g.protectNamed(p, v, "the hooks directory"); err != nil {
+			return err
 		}
-	}
-	p, ok := expandPath(value, base)
-	if !ok {
-		return nil
-	}
-	what := "the hooks directory"
-	if v.key == "core.fsmonitor" {
-		what = "the fsmonitor program"
-	}
-	if err := g.protectNamed(p, v, what); err != nil {
-		return err
-	}
-	if v.key == "core.hookspath" && g.inside(p) && !slices.Contains(g.hookDirs, p) {
-		g.hookDirs = append(g.hookDirs, p)
+		if g.inside(p) && !slices.Contains(g.hookDirs, p) {
+			g.hookDirs = append(g.hookDirs, p)
+		}
+	case "core.fsmonitor":
+		// true/false select git's own daemon; anything else is a
+		// command, run by the shell: each word that is a path (not an
+		// assignment) is protected, the first one where it is missing.
+		if isConfigBool(v.value) {
+			return nil
+		}
+		first := true
+		for _, w := range strings.Fields(v.value) {
+			if !strings.Contains(w, "/") || strings.Contains(w, "=") {
+				continue
+			}
+			p, ok := expandPath(strings.Trim(w, `'"`), base)
+			if !ok {
+				continue
+			}
+			if _, _, err := g.lstat(p); first || err == nil {
+				if err := g.protectNamed(p, v, "a file of the fsmonitor command"); err != nil {
+					return err
+				}
+			}
+			first = false
+		}
 	}
 	return nil
 }
@@ -178,6 +196,8 @@ func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 	case errors.As(err, &link) || err == nil && typ == unix.S_IFLNK:
 		return fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
 			"make it name the real path, or pass --writable-git", v.key, v.value, v.file, p, what)
+	case errors.Is(err, unix.ENOENT) && (v.key == "include.path" || v.key == "global config"):
+		g.placeholderFile(p)
 	case errors.Is(err, unix.ENOENT):
 		g.placeholder(p)
 	case errors.Is(err, unix.ENOTDIR):
@@ -203,12 +223,16 @@ func (g *gitSearch) commonOf(dir string) string {
 }
 
 // globalConfigs are the caller's config files that git reads in every
-// repository: the system's and the user's (GIT_CONFIG_GLOBAL and
-// GIT_CONFIG_NOSYSTEM respected, as git does).
+// repository: the system's and the user's, with GIT_CONFIG_NOSYSTEM,
+// GIT_CONFIG_SYSTEM and GIT_CONFIG_GLOBAL read as git reads them.
 func globalConfigs() []string {
 	var out []string
-	if os.Getenv("GIT_CONFIG_NOSYSTEM") == "" {
-		out = append(out, "/etc/gitconfig")
+	if !envBool("GIT_CONFIG_NOSYSTEM") {
+		if f := os.Getenv("GIT_CONFIG_SYSTEM"); f != "" {
+			out = append(out, f)
+		} else {
+			out = append(out, "/etc/gitconfig")
+		}
 	}
 	if f, ok := os.LookupEnv("GIT_CONFIG_GLOBAL"); ok {
 		return append(out, f)
@@ -227,13 +251,46 @@ func globalConfigs() []string {
 	return out
 }
 
+// envConfig are the path values that GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<n>
+// and GIT_CONFIG_VALUE_<n> give (the caller's git sees them in every
+// repository, as a global config). GIT_CONFIG_PARAMETERS (what git -c
+// passes to the commands it starts) is git's own, and not read.
+func envConfig() []configPath {
+	var out []configPath
+	n, _ := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT"))
+	for i := range min(n, 1000) {
+		key := strings.ToLower(os.Getenv(fmt.Sprintf("GIT_CONFIG_KEY_%d", i)))
+		if strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path") {
+			key = "include.path"
+		}
+		switch key {
+		case "include.path", "core.hookspath", "core.fsmonitor":
+			out = append(out, configPath{key: key, value: os.Getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)), file: fmt.Sprintf("GIT_CONFIG_KEY_%d", i)})
+		}
+	}
+	return out
+}
+
+// envBool reads a boolean variable as git does: true, yes, on or a
+// non-zero number.
+func envBool(name string) bool {
+	switch v := strings.ToLower(strings.TrimSpace(os.Getenv(name))); v {
+	case "true", "yes", "on":
+		return true
+	default:
+		n, err := strconv.Atoi(v)
+		return err == nil && n != 0
+	}
+}
+
 // expandPath is a path value of a config as git reads it: ~/ is the home
-// directory, a relative path is relative to base. A ~user/ path or an
-// empty value gives false.
+// directory, a relative path is relative to base. A ~user/ path, one under
+// %(prefix)/ or an empty value gives false.
 func expandPath(v, base string) (string, bool) {
 	v = strings.TrimPrefix(v, ":(optional)")
 	switch {
-	case v == "":
+	case v == "" || strings.HasPrefix(v, "%(prefix)/"):
+		// %(prefix)/ is git's installation directory: not the workspace.
 		return "", false
 	case v == "~" || strings.HasPrefix(v, "~/"):
 		home, err := os.UserHomeDir()
@@ -269,6 +326,9 @@ var configSection = regexp.MustCompile(`^\[\s*([A-Za-z0-9.-]+)(\s+"(?:[^"\\]|\\.
 func configPathValues(b []byte) []configPath {
 	var out []configPath
 	var section string
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // git skips a byte order mark
+	// A value continues on the next line after a backslash at the end.
+	b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\\\r\n"), nil), []byte("\\\n"), nil)
 	for _, raw := range bytes.Split(b, []byte("\n")) {
 		line := strings.TrimSpace(string(raw))
 		if m := configSection.FindStringSubmatch(line); m != nil {

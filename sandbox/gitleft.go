@@ -1,11 +1,14 @@
 package sandbox
 
 import (
-	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // A repository needs no .git: git, looking for the repository of the
@@ -19,33 +22,38 @@ import (
 // protected like a .git (findGit); one the agent leaves is told
 // (LeftRepositories), as is a .git made below the top.
 
-// headRef is the content of a HEAD that git accepts: a symbolic ref into
-// refs/, or an object name.
-var headRef = regexp.MustCompile(`^(ref: refs/|[0-9a-f]{40}\s*$|[0-9a-f]{64}\s*$)`)
+// headRef is the start of a HEAD file that git accepts, read widely: a
+// symbolic ref ("ref:", maybe blanks, "refs/") or an object name in
+// either case.
+var headRef = regexp.MustCompile(`(?i)^(ref:\s*refs/|[0-9a-f]{40}|[0-9a-f]{64})`)
 
 // bareRepository reports whether dir, with these entries, is a directory
-// git would take for a (bare) repository: a HEAD that is a link into refs/
-// or a file as git writes it, and directories objects and refs.
+// git would take for a (bare) repository, erring wide as git's own test
+// does not: a HEAD that is a link into refs/ or a file as above, and
+// objects and refs (of any type: git only needs to reach them), or a
+// commondir (which names where they are).
 func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
 	var head os.DirEntry
-	objects, refs := false, false
+	objects, refs, common := false, false, false
 	for _, e := range entries {
 		switch e.Name() {
 		case "HEAD":
 			head = e
 		case "objects":
-			objects = e.IsDir()
+			objects = true
 		case "refs":
-			refs = e.IsDir()
+			refs = true
+		case "commondir":
+			common = true
 		}
 	}
-	if head == nil || !objects || !refs {
+	if head == nil || !(objects && refs || common) {
 		return false
 	}
 	p := filepath.Join(dir, "HEAD")
 	if head.Type()&os.ModeSymlink != 0 {
 		target, err := g.readlink(p)
-		return err == nil && bytes.HasPrefix([]byte(target), []byte("refs/"))
+		return err == nil && strings.HasPrefix(target, "refs/")
 	}
 	b, err := g.readFile(p, 256)
 	return err == nil && headRef.Match(b)
@@ -53,12 +61,14 @@ func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
 
 // LeftRepositories lists, relative to the workspace, the repositories
 // that were not there at the start (ProtectGit) and are now: a .git (a
-// directory or file) or a directory git takes for a bare repository,
+// directory, file or link) or a directory git takes for a bare repository,
 // outside what was read-only. After the run, the agent made them, and git
-// run there or below would read their config. The search is bounded as
-// ProtectGit's (node_modules skipped); complete is false when it stopped
-// early.
-func LeftRepositories(ws *Workspace, g GitProtection) (left []string, complete bool) {
+// run there or below would read their config. Unchecked are the
+// directories that could not be read (an agent that runs as the caller
+// can take away the caller's access to a directory of its own). The
+// search is bounded as ProtectGit's (node_modules skipped); complete is
+// false when it stopped early.
+func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string, complete bool) {
 	s := &gitSearch{ws: ws, root: ws.Path}
 	protected := func(rel string) bool {
 		return slices.ContainsFunc(g.Paths, func(p string) bool { return within(rel, p) })
@@ -66,15 +76,18 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left []string, complete b
 	queue := []string{ws.Path}
 	for dirs := 0; len(queue) > 0; dirs++ {
 		if dirs == MaxGitSearchDirs {
-			return left, false
+			return left, unchecked, false
 		}
 		dir := queue[0]
 		queue = queue[1:]
+		rel := s.rel(dir)
 		entries, err := s.readDir(dir)
 		if err != nil {
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				unchecked = append(unchecked, rel)
+			}
 			continue
 		}
-		rel := s.rel(dir)
 		if s.bareRepository(dir, entries) {
 			if !g.found[rel] && !protected(rel) {
 				left = append(left, rel)
@@ -85,7 +98,7 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left []string, complete b
 			p := filepath.Join(dir, e.Name())
 			switch {
 			case e.Name() == ".git":
-				if r := s.rel(p); !g.found[r] && !protected(r) && unixType(e.Type()) != 0 {
+				if r := s.rel(p); !g.found[r] && !protected(r) {
 					left = append(left, r)
 				}
 			case e.IsDir() && e.Name() != "node_modules" && !protected(s.rel(p)):
@@ -93,5 +106,5 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left []string, complete b
 			}
 		}
 	}
-	return left, true
+	return left, unchecked, true
 }

@@ -171,10 +171,12 @@ func TestGitConfigPathsAndBareRepositories(t *testing.T) {
 		git(ws, "commit", "-q", "-m", "init")
 		chownAll(t, w.ws, w.u.uid)
 		hookMark, fsmonMark := filepath.Join(w.outside, "PWNED-hook"), filepath.Join(w.outside, "PWNED-fsmon")
-		script := fmt.Sprintf(`mkdir -p .husky; printf '#!/bin/sh\ntouch %s\n' > .husky/pre-commit && chmod +x .husky/pre-commit && echo HOOK;
+		// git in the sandbox reads the missing include's placeholder (an
+		// empty file) as nothing, as it reads a missing one.
+		script := fmt.Sprintf(`git -c safe.directory='*' status --short >/dev/null && echo GITOK; mkdir -p .husky; printf '#!/bin/sh\ntouch %s\n' > .husky/pre-commit && chmod +x .husky/pre-commit && echo HOOK;
 printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo CONFIG; true`, hookMark, fsmonMark)
 		stdout, stderr, code := w.runRaw(t, []string{"--cwd", ws}, "sh", "-c", script)
-		if code != 0 || strings.Contains(stdout, "HOOK") || strings.Contains(stdout, "CONFIG") {
+		if code != 0 || strings.Contains(stdout, "HOOK") || strings.Contains(stdout, "CONFIG") || !strings.Contains(stdout, "GITOK") {
 			t.Errorf("the agent wrote a hook or an included config: exit %d, %q %s", code, stdout, stderr)
 		}
 		git(ws, "status", "--short")
@@ -199,6 +201,17 @@ printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo C
 		_, stderr, code = w.runRaw(t, []string{"--cwd", sub}, "sh", "-c", script)
 		if code != 0 || !strings.Contains(stderr, "warning: the agent left a git repository at "+sub+":") {
 			t.Errorf("a bare repository left in the workspace was not told: exit %d, %s", code, stderr)
+		}
+
+		// One hidden from the caller: an agent that runs as the caller
+		// can take the caller's access to a directory of its own away.
+		app := filepath.Join(sub, "app")
+		os.RemoveAll(filepath.Join(sub, "HEAD"))
+		script = `mkdir app && cd app && mkdir objects refs && echo "ref: refs/heads/main" > HEAD && cd .. && chmod 0311 app`
+		_, stderr, code = w.runRaw(t, []string{"--cwd", sub}, "sh", "-c", script)
+		os.Chmod(app, 0o755)
+		if code != 0 || !strings.Contains(stderr, "left a git repository at "+app+":") && !strings.Contains(stderr, "the agent left "+app+" unreadable") {
+			t.Errorf("a repository in a directory made unreadable was not told: exit %d, %s", code, stderr)
 		}
 	})
 }
