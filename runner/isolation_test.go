@@ -164,8 +164,9 @@ func TestGitPlaceholder(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
 		t.Errorf("the placeholder stayed")
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "left a git repository at "+ws+":") {
-		t.Errorf("warnings %q: want one for the bare repository at the top", warnings)
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "left a git repository at "+ws+":") ||
+		!strings.Contains(warnings[1], "left a git repository at "+filepath.Join(ws, "tools", ".git")+":") {
+		t.Errorf("warnings %q: want one for the bare repository at the top, one for tools/.git", warnings)
 	}
 	os.Remove(filepath.Join(ws, "HEAD"))
 	warnings = nil

@@ -361,3 +361,21 @@ func TestConfigPathValues(t *testing.T) {
 		t.Errorf("configPathValues = %q\nwant %q", got, want)
 	}
 }
+
+// A config that includes itself many times is read once: the start does
+// not wait on an include bomb an earlier run left.
+func TestProtectGitIncludeBomb(t *testing.T) {
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	ws := t.TempDir()
+	git(t, ws, "init", "-q")
+	bomb := strings.Repeat("[include]\n\tpath = bomb.conf\n", 1000)
+	os.WriteFile(filepath.Join(ws, "bomb.conf"), []byte(bomb), 0o644)
+	git(t, ws, "config", "include.path", "../bomb.conf")
+	dir, _ := OpenWorkspace(ws)
+	defer dir.Close()
+	got, err := ProtectGit(dir)
+	if err != nil || strings.Join(got.Paths, ",") != ".git,bomb.conf" {
+		t.Errorf("ProtectGit = %+v, %v", got, err)
+	}
+}

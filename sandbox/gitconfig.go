@@ -51,8 +51,15 @@ type configPath struct {
 }
 
 // readConfig collects the path values of the config file at file, and of
-// the files it includes, protecting those that lie in the workspace.
-func (g *gitSearch) readConfig(file string, depth int, out *[]configPath) error {
+// the files it includes, protecting those that lie in the workspace. Each
+// file is read once for one repository (seen): what it names does not
+// change, and a file that includes itself many times would otherwise be
+// read exponentially often within git's depth.
+func (g *gitSearch) readConfig(file string, depth int, seen map[string]bool, out *[]configPath) error {
+	if seen[file] {
+		return nil
+	}
+	seen[file] = true
 	b, err := g.readFile(file, maxGitFile)
 	if err != nil {
 		return nil // none, or unreadable to the caller and so to git run by them
@@ -71,7 +78,7 @@ func (g *gitSearch) readConfig(file string, depth int, out *[]configPath) error 
 			return err
 		}
 		if depth < maxIncludeDepth {
-			if err := g.readConfig(p, depth+1, out); err != nil {
+			if err := g.readConfig(p, depth+1, seen, out); err != nil {
 				return err
 			}
 		}
@@ -85,12 +92,13 @@ func (g *gitSearch) readConfig(file string, depth int, out *[]configPath) error 
 // is (or links to) a file of the workspace (a dotfiles checkout).
 func (g *gitSearch) configPaths() error {
 	var global []configPath
+	seen := map[string]bool{}
 	for _, f := range globalConfigs() {
 		v := configPath{key: "global config", value: f, file: f}
 		if err := g.protectNamed(f, v, "a config git reads in every repository"); err != nil {
 			return err
 		}
-		if err := g.readConfig(f, 0, &global); err != nil {
+		if err := g.readConfig(f, 0, seen, &global); err != nil {
 			return err
 		}
 	}
@@ -102,12 +110,13 @@ func (g *gitSearch) configPaths() error {
 		}
 		done[r] = true
 		var vals []configPath
+		seen := map[string]bool{}
 		files := []string{filepath.Join(r.gitDir, "config"), filepath.Join(r.gitDir, "config.worktree")}
 		if common := g.commonOf(r.gitDir); common != r.gitDir {
 			files = append(files, filepath.Join(common, "config"))
 		}
 		for _, f := range files {
-			if err := g.readConfig(f, 0, &vals); err != nil {
+			if err := g.readConfig(f, 0, seen, &vals); err != nil {
 				return err
 			}
 		}
@@ -117,7 +126,7 @@ func (g *gitSearch) configPaths() error {
 		if base == "" {
 			base = r.gitDir
 		}
-		for _, v := range append(global, vals...) {
+		for _, v := range slices.Concat(global, vals) {
 			if err := g.hookPath(v, base); err != nil {
 				return err
 			}
@@ -170,8 +179,8 @@ func (g *gitSearch) hookPath(v configPath, base string) error {
 
 // protectNamed makes the path p that the config value v names read-only
 // when it lies in the workspace: bound over itself when it exists, an
-// empty directory in its place when not. Through a link inside the
-// workspace, it is refused.
+// empty file (a config) or directory (hooks) in its place when not.
+// Through a link inside the workspace, it is refused.
 func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 	p = filepath.Clean(p)
 	if !g.inside(p) {

@@ -88,11 +88,8 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string,
 			}
 			continue
 		}
-		if s.bareRepository(dir, entries) {
-			if !g.found[rel] && !protected(rel) {
-				left = append(left, rel)
-			}
-			continue
+		if s.bareRepository(dir, entries) && !g.found[rel] && !protected(rel) {
+			left = append(left, rel) // and on: a repository may hide inside another
 		}
 		for _, e := range entries {
 			p := filepath.Join(dir, e.Name())
