@@ -597,9 +597,13 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	w.WriteHeader(resp.StatusCode)
 	if resp.ContentLength >= 0 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		// A body of known length: copy in large blocks, no flushing.
+		// A body of known length: copy in large blocks, no flushing. The
+		// ResponseWriter's own ReadFrom would copy in 32 KiB pieces (the
+		// body is no socket it could splice): hiding it makes CopyBuffer
+		// use this buffer: a 100 MiB download through the proxy went from
+		// 1.5-1.9 to 1.7-2.2 GiB/s (hack/bench-sandbox.sh).
 		buf := make([]byte, copyBuffer)
-		_, _ = io.CopyBuffer(w, body, buf)
+		_, _ = io.CopyBuffer(writerOnly{w}, body, buf)
 		return
 	}
 	if intercepted {
@@ -610,6 +614,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	}
 	flushCopy(w, body)
 }
+
+// writerOnly hides every method of a writer but Write.
+type writerOnly struct{ io.Writer }
 
 // activity records when bytes of a forwarded request or answer moved.
 type activity struct {
