@@ -843,9 +843,10 @@ func enclosingRepo(dir string, files safefile.Guard) (gitRepo, bool) {
 // GitProtection's Placeholders (and the directories missing on their way),
 // owned like the workspace, and returns what removes them after the run:
 // each only while it is the same empty directory (rmdir) or empty file,
-// deepest first, so that nothing of the user's is removed. A placeholder this user may not make (nor,
-// then, the agent) is dropped from g.Paths. An existing one is not taken
-// for a placeholder: the workspace changed since the search.
+// deepest first, so that nothing of the user's is removed. A placeholder
+// this user may not make (nor, then, the agent) is dropped from g.Paths.
+// An existing one is not taken for a placeholder: the workspace changed
+// since the search.
 func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 	type made struct {
 		rel  string
