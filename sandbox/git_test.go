@@ -266,6 +266,11 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			os.Remove(filepath.Join(base, "global.gitconfig"))
 			os.Symlink(filepath.Join(ws, "gitconfig"), filepath.Join(base, "global.gitconfig"))
 		}, paths: []string{".git", "gitconfig"}},
+		{name: "global config a dangling link into the workspace", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.Remove(filepath.Join(base, "global.gitconfig"))
+			os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig"))
+		}, paths: []string{".git", "dotfiles/gitconfig"}, placeholders: []string{"dotfiles/gitconfig"}, files: []string{"dotfiles/gitconfig"}},
 		{name: "installation prefix", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 		}, global: "[core]\n\thooksPath = %(prefix)/share/git-core/hooks\n", paths: []string{".git"}},

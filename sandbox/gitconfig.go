@@ -186,8 +186,8 @@ func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 	if !g.inside(p) {
 		// Outside the workspace, read-only with the rest, unless the
 		// caller's own links lead back into it.
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil || !g.inside(real) {
+		real, ok := wouldBe(p, 0)
+		if !ok || !g.inside(real) {
 			return nil
 		}
 		p = real
@@ -216,6 +216,31 @@ func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 		g.add(p)
 	}
 	return nil // otherwise unreadable to the caller, and so to the agent
+}
+
+// wouldBe is where the path p outside the workspace really is, its links
+// followed, or, when it does not exist, where a file made at p would be:
+// a dangling link (~/.gitconfig pointing into the workspace, not made
+// yet) leads there too.
+func wouldBe(p string, depth int) (string, bool) {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real, true
+	}
+	if depth > 40 { // as the kernel's bound on links followed
+		return "", false
+	}
+	dir, ok := wouldBe(filepath.Dir(p), depth+1)
+	if !ok {
+		return "", false
+	}
+	q := filepath.Join(dir, filepath.Base(p))
+	if target, err := os.Readlink(q); err == nil {
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		return wouldBe(filepath.Clean(target), depth+1)
+	}
+	return q, true
 }
 
 // commonOf is the common directory of the git directory dir (what its
