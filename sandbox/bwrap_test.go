@@ -148,20 +148,9 @@ func TestProtectGit(t *testing.T) {
 					}
 				}
 			}
-			dir, err := OpenWorkspace(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			got, err := ProtectGit(dir)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want %q", err, tt.err)
-				}
+			got, ok := protect(t, ws, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || (len(got.Placeholders) > 0) != tt.placeholder || len(got.Notes) > 0 {
 				t.Errorf("ProtectGit = %+v, want paths %v placeholder %v", got, tt.paths, tt.placeholder)
@@ -177,8 +166,7 @@ func TestProtectGitSearchIsBounded(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755)
 	os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755)
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	got, err := findGit(dir, 10, MaxGitMounts)
 	if err != nil || !slices.Contains(got.Notes, GitSearchNote) || strings.Join(got.Paths, ",") != "d00/.git" {
 		t.Errorf("findGit with a bound of 10 = %+v, %v; want the shallow one found and a note", got, err)
@@ -187,8 +175,7 @@ func TestProtectGitSearchIsBounded(t *testing.T) {
 
 func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
 	ws := t.TempDir()
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	g := &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
 	undo, err := MakeGitPlaceholders(dir, g)
 	if err != nil {

@@ -8,6 +8,34 @@ import (
 	"testing"
 )
 
+// openWS opens the workspace at ws for the test.
+func openWS(t *testing.T, ws string) *Workspace {
+	t.Helper()
+	dir, err := OpenWorkspace(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	return dir
+}
+
+// protect runs ProtectGit on the workspace at ws and holds its error to
+// wantErr ("" for none); false when the case ends there, refused as
+// wanted.
+func protect(t *testing.T, ws, wantErr string) (GitProtection, bool) {
+	t.Helper()
+	got, err := ProtectGit(openWS(t, ws))
+	switch {
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("err %v, want %q", err, wantErr)
+	case wantErr != "":
+		return got, false
+	case err != nil:
+		t.Fatal(err)
+	}
+	return got, true
+}
+
 // TestProtectGitSubmodules: the submodule paths a repository's index lists
 // are protected whether the submodule is checked out (its .git) or not (a
 // placeholder .git, with the directories missing on its way), in the
@@ -79,20 +107,9 @@ func TestProtectGitSubmodules(t *testing.T) {
 			ws := filepath.Join(base, "ws")
 			os.Mkdir(ws, 0o755)
 			tt.setup(t, base, ws)
-			dir, err := OpenWorkspace(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			got, err := ProtectGit(dir)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want %q", err, tt.err)
-				}
+			got, ok := protect(t, ws, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if strings.Join(got.Paths, ",") != strings.Join(tt.paths, ",") || strings.Join(got.Placeholders, ",") != strings.Join(tt.placeholders, ",") || len(got.Notes) > 0 {
 				t.Errorf("ProtectGit = %+v\nwant paths %v, placeholders %v", got, tt.paths, tt.placeholders)
@@ -116,8 +133,7 @@ func TestProtectGitNotesAnUnreadableIndex(t *testing.T) {
 	ws := t.TempDir()
 	git(t, ws, "init", "-q")
 	os.WriteFile(filepath.Join(ws, ".git", "index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644)
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	got, err := ProtectGit(dir)
 	if err != nil || strings.Join(got.Paths, ",") != ".git" || len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "could not be read") {
 		t.Errorf("ProtectGit = %+v, %v", got, err)
@@ -133,8 +149,7 @@ func TestProtectGitMountsAreBounded(t *testing.T) {
 	for _, d := range []string{"a", "b", "c", "d"} {
 		os.MkdirAll(filepath.Join(ws, d, ".git"), 0o755)
 	}
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	got, err := findGit(dir, MaxGitSearchDirs, 6) // .git; z, z/sub, z/sub/.git; a, a/.git
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +202,7 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 			p := filepath.Join(ws, tt.link)
 			os.RemoveAll(p)
 			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
-			dir, _ := OpenWorkspace(ws)
-			defer dir.Close()
+			dir := openWS(t, ws)
 			got, err := ProtectGit(dir)
 			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 				t.Errorf("err %v, want %q", err, tt.err)
@@ -323,20 +337,9 @@ func TestProtectGitConfigPaths(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			tt.setup(t, base, ws)
-			dir, err := OpenWorkspace(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			got, err := ProtectGit(dir)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want %q", err, tt.err)
-				}
+			got, ok := protect(t, ws, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			slices.Sort(got.Paths)
 			slices.Sort(got.Placeholders)
@@ -377,8 +380,7 @@ func TestProtectGitIncludeBomb(t *testing.T) {
 	bomb := strings.Repeat("[include]\n\tpath = bomb.conf\n", 1000)
 	os.WriteFile(filepath.Join(ws, "bomb.conf"), []byte(bomb), 0o644)
 	git(t, ws, "config", "include.path", "../bomb.conf")
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	got, err := ProtectGit(dir)
 	if err != nil || strings.Join(got.Paths, ",") != ".git,bomb.conf" {
 		t.Errorf("ProtectGit = %+v, %v", got, err)

@@ -61,11 +61,7 @@ func TestLeftRepositories(t *testing.T) {
 			git(t, ws, "init", "-q", "--bare", "fixtures/remote.git")
 			os.MkdirAll(filepath.Join(ws, "old"), 0o755)
 			git(t, filepath.Join(ws, "old"), "init", "-q")
-			dir, err := OpenWorkspace(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
+			dir := openWS(t, ws)
 			g, err := ProtectGit(dir)
 			if err != nil {
 				t.Fatal(err)

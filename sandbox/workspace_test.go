@@ -53,8 +53,7 @@ func TestWorkspaceMountsAreWhatTheSearchFound(t *testing.T) {
 	ws := filepath.Join(base, "ws")
 	os.MkdirAll(filepath.Join(ws, "a", "repo", ".git"), 0o755)
 	os.MkdirAll(filepath.Join(ws, "b", "repo", ".git"), 0o755)
-	dir, _ := OpenWorkspace(ws)
-	defer dir.Close()
+	dir := openWS(t, ws)
 	g, err := ProtectGit(dir)
 	if err != nil {
 		t.Fatal(err)
