@@ -674,29 +674,6 @@ func (g *gitSearch) hashLen(dir string) int {
 	return 20
 }
 
-// configValue is the last value of section.key in a git config file, read
-// leniently (lowercased; quotes and comments dropped).
-func configValue(b []byte, section, key string) string {
-	var cur, val string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			name, rest, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
-			cur = strings.ToLower(strings.TrimSpace(name))
-			line = strings.TrimSpace(rest)
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || cur != section || strings.ToLower(strings.TrimSpace(k)) != key {
-			continue
-		}
-		if i := strings.IndexAny(v, "#;"); i >= 0 {
-			v = v[:i]
-		}
-		val = strings.ToLower(strings.Trim(strings.TrimSpace(v), `"`))
-	}
-	return val
-}
-
 // gitlink protects the submodule path link of r's index when it lies in
 // the workspace: its .git when it has one (a populated submodule), else a
 // placeholder; every directory on its way must be a directory (the agent

@@ -350,38 +350,61 @@ func isConfigBool(v string) bool {
 
 var configSection = regexp.MustCompile(`^\[\s*([A-Za-z0-9.-]+)(\s+"(?:[^"\\]|\\.)*")?\s*\]`)
 
-// configPathValues are the values of a git config file that name paths,
-// every one in order: include.path and includeIf.*.path (both as
-// "include.path"), core.hooksPath and core.fsmonitor (keys lowercased). It
-// reads the format as git writes it: sections (with a quoted subsection),
-// key = value lines, a value quoted in part or whole, comments after # or
-// ; outside quotes, backslash escapes; a value continued over lines ends
-// at the first.
-func configPathValues(b []byte) []configPath {
-	var out []configPath
+// configEntry is one key = value line of a git config file.
+type configEntry struct {
+	section string // lowercased
+	sub     bool   // the section has a quoted subsection ([includeIf "gitdir:..."])
+	key     string // lowercased
+	value   string // as git reads it (configValueText)
+}
+
+// configEntries reads a git config file as git writes it, every entry in
+// order: sections (with a quoted subsection), key = value lines, a value
+// quoted in part or whole and continued over lines after a backslash,
+// comments after # or ; outside quotes, backslash escapes, and a byte
+// order mark at the start.
+func configEntries(b []byte) []configEntry {
+	var out []configEntry
 	var section string
-	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // git skips a byte order mark
-	// A value continues on the next line after a backslash at the end.
+	var sub bool
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\\\r\n"), nil), []byte("\\\n"), nil)
 	for _, raw := range bytes.Split(b, []byte("\n")) {
 		line := strings.TrimSpace(string(raw))
 		if m := configSection.FindStringSubmatch(line); m != nil {
-			section = strings.ToLower(m[1])
-			if section == "includeif" && m[2] != "" {
-				section = "include"
-			} else if m[2] != "" {
-				section += ".sub" // another section's subsection: not ours
-			}
+			section, sub = strings.ToLower(m[1]), m[2] != ""
 			line = strings.TrimSpace(line[len(m[0]):])
 		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
+		if k, v, ok := strings.Cut(line, "="); ok {
+			out = append(out, configEntry{section: section, sub: sub, key: strings.ToLower(strings.TrimSpace(k)), value: configValueText(v)})
 		}
-		key := section + "." + strings.ToLower(strings.TrimSpace(k))
-		switch key {
-		case "include.path", "core.hookspath", "core.fsmonitor":
-			out = append(out, configPath{key: key, value: configValueText(v)})
+	}
+	return out
+}
+
+// configValue is the last value of section.key (no subsection) in a git
+// config file, lowercased.
+func configValue(b []byte, section, key string) string {
+	var val string
+	for _, e := range configEntries(b) {
+		if e.section == section && !e.sub && e.key == key {
+			val = strings.ToLower(e.value)
+		}
+	}
+	return val
+}
+
+// configPathValues are the values of a git config file that name paths,
+// every one in order: include.path and includeIf.*.path (both as
+// "include.path"), core.hooksPath and core.fsmonitor (keys lowercased).
+func configPathValues(b []byte) []configPath {
+	var out []configPath
+	for _, e := range configEntries(b) {
+		switch {
+		case e.key == "path" && (e.section == "include" && !e.sub || e.section == "includeif" && e.sub):
+			out = append(out, configPath{key: "include.path", value: e.value})
+		case e.section == "core" && !e.sub && (e.key == "hookspath" || e.key == "fsmonitor"):
+			out = append(out, configPath{key: "core." + e.key, value: e.value})
 		}
 	}
 	return out
