@@ -54,12 +54,12 @@ type Credential struct {
 // String names the credential without its value.
 func (c *Credential) String() string { return c.Name }
 
-// MinValueLen is the shortest real value a credential may have. Every
+// minValueLen is the shortest real value a credential may have. Every
 // occurrence of the value in an answer is replaced by the stand-in before
 // the agent reads it, so a value as short as "k" would mangle the answer
 // (found with a one-letter test key: claude-code could no longer read its
 // tool calls). Real API keys are far longer.
-const MinValueLen = 8
+const minValueLen = 8
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -84,8 +84,8 @@ func Parse(flag string, lookup func(string) (string, bool)) (*Credential, error)
 		return nil, fmt.Errorf("--credential %s: the variable %s is not set in agentrun's environment; export it there (its value never appears on the command line)", name, name)
 	case strings.TrimSpace(v) == "":
 		return nil, fmt.Errorf("--credential %s: the variable %s is empty; set it to the real key in agentrun's environment", name, name)
-	case len(v) < MinValueLen:
-		return nil, fmt.Errorf("--credential %s: the value of %s is %d bytes; a credential needs at least %d, because the proxy replaces every occurrence of it in the answers the agent reads (a shorter value would turn up in ordinary text)", name, name, len(v), MinValueLen)
+	case len(v) < minValueLen:
+		return nil, fmt.Errorf("--credential %s: the value of %s is %d bytes; a credential needs at least %d, because the proxy replaces every occurrence of it in the answers the agent reads (a shorter value would turn up in ordinary text)", name, name, len(v), minValueLen)
 	case strings.ContainsAny(v, "\r\n\x00"):
 		return nil, fmt.Errorf("--credential %s: the value of %s holds a line break or NUL, which no header can carry", name, name)
 	}

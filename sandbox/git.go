@@ -660,14 +660,7 @@ func (g *gitSearch) readIndex(r gitRepo) (gitIndex, error) {
 // is dir: 32 when its config (the common directory's, read as git reads
 // the repository format: without includes) says sha256, else 20.
 func (g *gitSearch) hashLen(dir string) int {
-	common := dir
-	if target, ok := g.pointer(filepath.Join(dir, "commondir"), ""); ok {
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
-		}
-		common = filepath.Clean(target)
-	}
-	b, err := g.readFile(filepath.Join(common, "config"), maxGitFile)
+	b, err := g.readFile(filepath.Join(g.commonOf(dir), "config"), maxGitFile)
 	if err == nil && configValue(b, "extensions", "objectformat") == "sha256" {
 		return 32
 	}
