@@ -400,9 +400,13 @@ func (g *gitSearch) gitDir(from, target string) (string, error) {
 	if !g.inside(target) {
 		// Outside the workspace, read-only with the rest, unless the
 		// caller's own links lead back into it.
-		real, err := filepath.EvalSymlinks(target)
-		if err != nil || !g.inside(real) {
-			return real, nil // or missing: git fails
+		real, viaLink, ok := g.resolve(target)
+		if !ok || !g.inside(real) {
+			return real, nil // or unresolvable: git fails
+		}
+		if viaLink {
+			return "", fmt.Errorf("%s points to %s inside the workspace through a symbolic link, which the agent could change; "+
+				"make %s name the real path, or pass --writable-git", from, real, from)
 		}
 		target = real
 	}
@@ -426,6 +430,53 @@ func (g *gitSearch) gitDir(from, target string) (string, error) {
 		return target, err
 	}
 	return "", nil
+}
+
+// resolve is where the absolute path p (outside the workspace) really
+// is, its links followed one component at a time; where a component is
+// missing, where a file made there would be (a dangling link pointing
+// into the workspace leads there too). viaLink says a link inside the
+// workspace was followed on the way: the agent could point it elsewhere,
+// so what it leads to now proves nothing. ok is false past 40 links or on
+// an error other than a missing component.
+func (g *gitSearch) resolve(p string) (real string, viaLink, ok bool) {
+	real = "/"
+	parts := strings.Split(p, "/")
+	for links := 0; len(parts) > 0; {
+		c := parts[0]
+		parts = parts[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			real = filepath.Dir(real)
+			continue
+		}
+		next := filepath.Join(real, c)
+		st, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return filepath.Join(append([]string{next}, parts...)...), viaLink, true
+		case err != nil:
+			return "", false, false
+		case st.Mode()&fs.ModeSymlink == 0:
+			real = next
+			continue
+		}
+		if links++; links > 40 {
+			return "", false, false
+		}
+		viaLink = viaLink || g.inside(next)
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", false, false
+		}
+		if filepath.IsAbs(target) {
+			real = "/"
+		}
+		parts = append(strings.Split(target, "/"), parts...)
+	}
+	return real, viaLink, true
 }
 
 // commondir protects what the commondir file of the git directory dir

@@ -285,6 +285,18 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			os.Remove(filepath.Join(base, "global.gitconfig"))
 			os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig"))
 		}, paths: []string{".git", "dotfiles/gitconfig"}, placeholders: []string{"dotfiles/gitconfig"}, files: []string{"dotfiles/gitconfig"}},
+		{name: "global config through a link of the workspace", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, "real"), 0o755)
+			os.WriteFile(filepath.Join(ws, "real", "gitconfig"), nil, 0o644)
+			os.Symlink("real", filepath.Join(ws, "dotfiles"))
+			os.Remove(filepath.Join(base, "global.gitconfig"))
+			os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig"))
+		}, err: "through a symbolic link inside the workspace"},
+		{name: "gitdir outside that is a dangling link into the workspace", setup: func(t *testing.T, base, ws string) {
+			os.Symlink(filepath.Join(ws, "later"), filepath.Join(base, "gitdir"))
+			os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "gitdir")+"\n"), 0o644)
+		}, err: "which does not exist"},
 		{name: "installation prefix", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 		}, global: "[core]\n\thooksPath = %(prefix)/share/git-core/hooks\n", paths: []string{".git"}},

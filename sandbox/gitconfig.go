@@ -186,9 +186,13 @@ func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 	if !g.inside(p) {
 		// Outside the workspace, read-only with the rest, unless the
 		// caller's own links lead back into it.
-		real, ok := wouldBe(p, 0)
+		real, viaLink, ok := g.resolve(p)
 		if !ok || !g.inside(real) {
 			return nil
+		}
+		if viaLink {
+			return fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
+				"make it name the real path, or pass --writable-git", v.key, v.value, v.file, real, what)
 		}
 		p = real
 	}
@@ -216,31 +220,6 @@ func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
 		g.add(p)
 	}
 	return nil // otherwise unreadable to the caller, and so to the agent
-}
-
-// wouldBe is where the path p outside the workspace really is, its links
-// followed, or, when it does not exist, where a file made at p would be:
-// a dangling link (~/.gitconfig pointing into the workspace, not made
-// yet) leads there too.
-func wouldBe(p string, depth int) (string, bool) {
-	if real, err := filepath.EvalSymlinks(p); err == nil {
-		return real, true
-	}
-	if depth > 40 { // as the kernel's bound on links followed
-		return "", false
-	}
-	dir, ok := wouldBe(filepath.Dir(p), depth+1)
-	if !ok {
-		return "", false
-	}
-	q := filepath.Join(dir, filepath.Base(p))
-	if target, err := os.Readlink(q); err == nil {
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
-		}
-		return wouldBe(filepath.Clean(target), depth+1)
-	}
-	return q, true
 }
 
 // commonOf is the common directory of the git directory dir (what its
