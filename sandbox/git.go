@@ -589,9 +589,9 @@ func (g *gitSearch) checkLink(p string) error {
 	if !ok {
 		return nil
 	}
-	real, _ := filepath.EvalSymlinks(target)
+	real, viaLink, _ := g.resolve(target)
 	for _, q := range []string{target, real} {
-		if q != "" && g.inside(q) && !g.has(q) {
+		if q != "" && g.inside(q) && (!g.has(q) || viaLink) {
 			return fmt.Errorf("%s is a symbolic link to %s inside the workspace, where the agent could change what git reads or runs from it: "+
 				"make it a file or directory of its own, or pass --writable-git", p, target)
 		}

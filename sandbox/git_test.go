@@ -187,6 +187,7 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 		{"modules", ".git/modules", "../mods", "symbolic link"},
 		{"config outside", ".git/config", "OUTSIDE/cfg", ""},
 		{"config in another repository's .git", ".git/config", "../other/.git/config", ""},
+		{"config in another repository's .git through a link the agent can move", ".git/config", "../lnk2/.git/config", "symbolic link"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -199,6 +200,7 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 			}
 			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
 			os.Symlink("hooks", filepath.Join(ws, "lnk"))
+			os.Symlink("other", filepath.Join(ws, "lnk2"))
 			p := filepath.Join(ws, tt.link)
 			os.RemoveAll(p)
 			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
