@@ -187,7 +187,7 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 		{"modules", ".git/modules", "../mods", "symbolic link"},
 		{"config outside", ".git/config", "OUTSIDE/cfg", ""},
 		{"config in another repository's .git", ".git/config", "../other/.git/config", ""},
-		{"config in another repository's .git through a link the agent can move", ".git/config", "../lnk2/.git/config", "symbolic link"},
+		{"config outside leading back through a link the agent can move", ".git/config", "OUTSIDE/back", "symbolic link"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -201,6 +201,7 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
 			os.Symlink("hooks", filepath.Join(ws, "lnk"))
 			os.Symlink("other", filepath.Join(ws, "lnk2"))
+			os.Symlink(filepath.Join(ws, "lnk2", ".git", "config"), filepath.Join(base, "back"))
 			p := filepath.Join(ws, tt.link)
 			os.RemoveAll(p)
 			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
