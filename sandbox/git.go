@@ -272,22 +272,13 @@ func (g *gitSearch) top() error {
 
 // search walks the workspace breadth first for the other repositories.
 func (g *gitSearch) search(maxDirs int) error {
-	queue, dirs := []string{g.root}, 0
-	for len(queue) > 0 {
-		if dirs == maxDirs {
-			g.notes = append(g.notes, GitSearchNote)
-			break
-		}
-		dir := queue[0]
-		queue = queue[1:]
-		dirs++
-		entries, err := g.readDir(dir)
+	complete, err := g.walk(maxDirs, func(string) bool { return true }, func(dir string, entries []os.DirEntry, err error) (bool, error) {
 		if err != nil {
-			continue // unreadable to the caller (and so to the agent), or changed meanwhile
+			return false, nil // unreadable to the caller (and so to the agent), or changed meanwhile
 		}
 		if g.bareRepository(dir, entries) {
 			if dir == g.root {
-				return fmt.Errorf("%s is a bare git repository (HEAD, objects and refs at its top): its config and hooks would be the agent's to write, "+
+				return false, fmt.Errorf("%s is a bare git repository (HEAD, objects and refs at its top): its config and hooks would be the agent's to write, "+
 					"and git run there reads them; work in a checkout of it, or pass --writable-git", g.root)
 			}
 			g.found[dir] = true
@@ -295,27 +286,57 @@ func (g *gitSearch) search(maxDirs int) error {
 				g.gitDirs = append(g.gitDirs, dir)
 				g.configRepos = append(g.configRepos, gitRepo{gitDir: dir})
 			}
-			continue // read-only as a whole
+			return false, nil // read-only as a whole
 		}
 		for _, e := range entries {
 			p := filepath.Join(dir, e.Name())
-			switch {
-			case e.Name() == ".git":
-				if dir == g.root || g.has(p) {
-					continue // top did it
-				}
-				if err := g.dotGit(p, uint32(unixType(e.Type()))); err != nil {
-					return err
-				}
-				if err := g.gitlinks(); err != nil {
-					return err
-				}
-			case e.IsDir() && e.Name() != "node_modules":
+			if e.Name() != ".git" || dir == g.root || g.has(p) {
+				continue // the top's: top did it
+			}
+			if err := g.dotGit(p, uint32(unixType(e.Type()))); err != nil {
+				return false, err
+			}
+			if err := g.gitlinks(); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if !complete {
+		g.notes = append(g.notes, GitSearchNote)
+	}
+	return err
+}
+
+// walk visits the workspace's directories breadth first, at most maxDirs
+// of them, reading each without following links: visit gets its entries
+// (or why it could not be read) and says whether to go below it, into
+// each subdirectory that enter allows (never a .git or a node_modules).
+// complete is false when it stopped at maxDirs; an error of visit stops it.
+func (g *gitSearch) walk(maxDirs int, enter func(p string) bool, visit func(dir string, entries []os.DirEntry, err error) (bool, error)) (complete bool, err error) {
+	queue := []string{g.root}
+	for dirs := 0; len(queue) > 0; dirs++ {
+		if dirs == maxDirs {
+			return false, nil
+		}
+		dir := queue[0]
+		queue = queue[1:]
+		entries, rerr := g.readDir(dir)
+		below, err := visit(dir, entries, rerr)
+		if err != nil {
+			return true, err
+		}
+		if !below {
+			continue
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" && enter(p) {
 				queue = append(queue, p)
 			}
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // unixType is the S_IF type of a directory entry's type.

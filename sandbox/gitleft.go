@@ -70,38 +70,27 @@ func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
 // false when it stopped early.
 func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string, complete bool) {
 	s := &gitSearch{ws: ws, root: ws.Path}
-	protected := func(rel string) bool {
-		return slices.ContainsFunc(g.Paths, func(p string) bool { return within(rel, p) })
+	protected := func(p string) bool {
+		rel := s.rel(p)
+		return slices.ContainsFunc(g.Paths, func(q string) bool { return within(rel, q) })
 	}
-	queue := []string{ws.Path}
-	for dirs := 0; len(queue) > 0; dirs++ {
-		if dirs == MaxGitSearchDirs {
-			return left, unchecked, false
-		}
-		dir := queue[0]
-		queue = queue[1:]
-		rel := s.rel(dir)
-		entries, err := s.readDir(dir)
+	isNew := func(p string) bool { return !g.found[s.rel(p)] && !protected(p) }
+	complete, _ = s.walk(MaxGitSearchDirs, func(p string) bool { return !protected(p) }, func(dir string, entries []os.DirEntry, err error) (bool, error) {
 		if err != nil {
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-				unchecked = append(unchecked, rel)
+				unchecked = append(unchecked, s.rel(dir))
 			}
-			continue
+			return false, nil
 		}
-		if s.bareRepository(dir, entries) && !g.found[rel] && !protected(rel) {
-			left = append(left, rel) // and on: a repository may hide inside another
+		if s.bareRepository(dir, entries) && isNew(dir) {
+			left = append(left, s.rel(dir)) // and on: a repository may hide inside another
 		}
 		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			switch {
-			case e.Name() == ".git":
-				if r := s.rel(p); !g.found[r] && !protected(r) {
-					left = append(left, r)
-				}
-			case e.IsDir() && e.Name() != "node_modules" && !protected(s.rel(p)):
-				queue = append(queue, p)
+			if p := filepath.Join(dir, e.Name()); e.Name() == ".git" && isNew(p) {
+				left = append(left, s.rel(p))
 			}
 		}
-	}
-	return left, unchecked, true
+		return true, nil
+	})
+	return left, unchecked, complete
 }
