@@ -48,7 +48,8 @@ type Credential struct {
 	Name    string
 	Dests   []Dest
 	StandIn string
-	value   string // the real value: never printed, never handed to the agent
+	value   string   // the real value: never printed, never handed to the agent
+	forms   []Secret // its encoded forms to scrub (encodedForms), made once
 }
 
 // String names the credential without its value.
@@ -91,6 +92,7 @@ func Parse(flag string, lookup func(string) (string, bool)) (*Credential, error)
 	}
 	c.value = v
 	c.StandIn = newStandIn()
+	c.forms = encodedForms(v, c.StandIn)
 	return c, nil
 }
 
@@ -345,7 +347,7 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 	var out []Secret
 	for _, c := range creds {
 		out = append(out, Secret{Value: c.value, StandIn: c.StandIn})
-		out = append(out, encodedForms(c.value, c.StandIn)...)
+		out = append(out, c.forms...)
 	}
 	for _, v := range h.Values("Authorization") {
 		raw, ok := basic("Authorization", v)
