@@ -105,13 +105,18 @@ type GitProtection struct {
 	// ids are the identities, at the search, of Paths and of the
 	// directories on their way (relative paths).
 	ids map[string]fileID
+	// pinned are directories bound over themselves only (writable as
+	// ever), so that they cannot be moved: those above a placeholder this
+	// user could not make. The agent cannot make it there either, but it
+	// could rename the directory and make its own at the old name.
+	pinned []string
 	// files are the Placeholders that are empty files rather than
 	// directories: an included config git must find readable.
 	files map[string]bool
 	// found are the repositories' git directories and .git files found
-	// at the start, protected or not (relative paths): LeftRepositories
-	// tells the new ones.
-	found map[string]bool
+	// at the start, protected or not (relative paths), with their
+	// fingerprint: LeftRepositories tells the new and the changed ones.
+	found map[string]string
 }
 
 // chain is the directories strictly between the workspace and each of
@@ -135,6 +140,20 @@ func chain(paths []string) []string {
 	return out
 }
 
+// pinnedDirs are the directories bound over themselves, writable, so that
+// nothing protected can be moved away: those on the way to what is
+// read-only (chain) and the pinned ones, outermost first.
+func (g GitProtection) pinnedDirs() []string {
+	out := chain(g.Paths)
+	for _, d := range g.pinned {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	return out
+}
+
 // ProtectGit finds what of the repositories in the workspace ws is to be
 // read-only; an error says why the workspace cannot be protected.
 func ProtectGit(ws *Workspace) (GitProtection, error) {
@@ -143,7 +162,7 @@ func ProtectGit(ws *Workspace) (GitProtection, error) {
 
 func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	g := &gitSearch{ws: ws, root: ws.Path, files: safefile.Guard{Untrusted: []string{ws.Path, ws.ProcPath()}},
-		ids: map[string]fileID{}, chained: map[string]bool{}, read: map[string]bool{}, found: map[string]bool{}, maxMounts: maxMounts}
+		ids: map[string]fileID{}, chained: map[string]bool{}, read: map[string]bool{}, found: map[string]string{}, maxMounts: maxMounts}
 	if err := g.top(); err != nil {
 		return GitProtection{}, err
 	}
@@ -159,9 +178,9 @@ func findGit(ws *Workspace, maxDirs, maxMounts int) (GitProtection, error) {
 	if err := g.checkLinks(); err != nil {
 		return GitProtection{}, err
 	}
-	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}, found: map[string]bool{}, files: map[string]bool{}}
-	for p := range g.found {
-		out.found[g.rel(p)] = true
+	out := GitProtection{Notes: g.notes, ids: map[string]fileID{}, found: map[string]string{}, files: map[string]bool{}}
+	for p, fp := range g.found {
+		out.found[g.rel(p)] = fp
 	}
 	for _, p := range g.paths {
 		rel := g.rel(p)
@@ -197,7 +216,7 @@ type gitSearch struct {
 	gitDirs      []string          // the git directories found (absolute), for checkLinks
 	configRepos  []gitRepo         // whose configs are read for the paths they name
 	hookDirs     []string          // core.hooksPath directories in the workspace, for checkLinks
-	found        map[string]bool   // every .git and bare repository seen (absolute)
+	found        map[string]string // every .git and bare repository seen (absolute): its fingerprint
 	indexBytes   int64             // read so far
 	notes        []string
 	maxMounts    int
@@ -281,7 +300,7 @@ func (g *gitSearch) search(maxDirs int) error {
 				return false, fmt.Errorf("%s is a bare git repository (HEAD, objects and refs at its top): its config and hooks would be the agent's to write, "+
 					"and git run there reads them; work in a checkout of it, or pass --writable-git", g.root)
 			}
-			g.found[dir] = true
+			g.found[dir] = g.fingerprint(dir)
 			if g.add(dir) {
 				g.gitDirs = append(g.gitDirs, dir)
 				g.configRepos = append(g.configRepos, gitRepo{gitDir: dir})
@@ -367,10 +386,21 @@ func (g *gitSearch) readDir(dir string) ([]os.DirEntry, error) {
 	return entries, err
 }
 
+// fingerprint tells what is at p (in the workspace) apart from what the
+// agent could put there instead: a link by where it points (a .git link
+// below the top is not read-only, and the agent may point it at a
+// repository of its own); anything else is protected, or new.
+func (g *gitSearch) fingerprint(p string) string {
+	if target, err := g.readlink(p); err == nil {
+		return "link:" + target
+	}
+	return "there"
+}
+
 // dotGit protects the .git at p (inside the workspace) of the given type,
 // and queues its repository for its gitlinks.
 func (g *gitSearch) dotGit(p string, typ uint32) error {
-	g.found[p] = true
+	g.found[p] = g.fingerprint(p)
 	worktree := filepath.Dir(p)
 	switch typ {
 	case unix.S_IFDIR:
@@ -414,22 +444,15 @@ func (g *gitSearch) dotGit(p string, typ uint32) error {
 // (relative to from's directory), when it lies inside the workspace, and
 // returns where it is ("" when nowhere).
 func (g *gitSearch) gitDir(from, target string) (string, error) {
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(from), target)
-	}
-	target = filepath.Clean(target)
-	if !g.inside(target) {
-		// Outside the workspace, read-only with the rest, unless the
-		// caller's own links lead back into it.
-		real, viaLink, ok := g.resolve(target)
-		if !ok || !g.inside(real) {
-			return real, nil // or unresolvable: git fails
-		}
-		if viaLink {
-			return "", fmt.Errorf("%s points to %s inside the workspace through a symbolic link, which the agent could change; "+
-				"make %s name the real path, or pass --writable-git", from, real, from)
-		}
-		target = real
+	// Outside the workspace it is read-only with the rest, unless links
+	// lead back into it.
+	target, viaLink, ok := g.resolve(rawJoin(filepath.Dir(from), target))
+	switch {
+	case !ok || !g.inside(target):
+		return target, nil // or unresolvable: git fails
+	case viaLink:
+		return "", fmt.Errorf("%s points to %s inside the workspace through a symbolic link, which the agent could change; "+
+			"make %s name the real path, or pass --writable-git", from, target, from)
 	}
 	_, typ, err := g.lstat(target)
 	var link *LinkError
@@ -453,13 +476,15 @@ func (g *gitSearch) gitDir(from, target string) (string, error) {
 	return "", nil
 }
 
-// resolve is where the absolute path p (outside the workspace) really
-// is, its links followed one component at a time; where a component is
-// missing, where a file made there would be (a dangling link pointing
-// into the workspace leads there too). viaLink says a link inside the
-// workspace was followed on the way: the agent could point it elsewhere,
-// so what it leads to now proves nothing. ok is false past 40 links or on
-// an error other than a missing component.
+// resolve is where the absolute path p really is, as the kernel finds it:
+// its links followed one component at a time and each ".." taken from
+// where the path really is by then (so p must not be cleaned first: git
+// opens "dir/../x" as it stands). Where a component is missing, it is
+// where a file made there would be (a dangling link into the workspace
+// leads there too). viaLink says a link inside the workspace, outside what
+// is read-only, was followed on the way: the agent could point it
+// elsewhere, so what it leads to now proves nothing. ok is false past 40
+// links or on an error other than a missing component.
 func (g *gitSearch) resolve(p string) (real string, viaLink, ok bool) {
 	real = "/"
 	parts := strings.Split(p, "/")
@@ -476,7 +501,7 @@ func (g *gitSearch) resolve(p string) (real string, viaLink, ok bool) {
 		next := filepath.Join(real, c)
 		st, err := os.Lstat(next)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR):
 			return filepath.Join(append([]string{next}, parts...)...), viaLink, true
 		case err != nil:
 			return "", false, false
@@ -487,7 +512,7 @@ func (g *gitSearch) resolve(p string) (real string, viaLink, ok bool) {
 		if links++; links > 40 {
 			return "", false, false
 		}
-		viaLink = viaLink || g.inside(next)
+		viaLink = viaLink || g.inside(next) && !g.has(next)
 		target, err := os.Readlink(next)
 		if err != nil {
 			return "", false, false
@@ -498,6 +523,14 @@ func (g *gitSearch) resolve(p string) (real string, viaLink, ok bool) {
 		parts = append(strings.Split(target, "/"), parts...)
 	}
 	return real, viaLink, true
+}
+
+// rawJoin is rel relative to dir, not cleaned (see resolve).
+func rawJoin(dir, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return dir + "/" + rel
 }
 
 // commondir protects what the commondir file of the git directory dir
@@ -567,18 +600,18 @@ func (g *gitSearch) checkLinks() error {
 // too, when it is a regular file reached without links; any other link
 // into the workspace is refused (checkLink).
 func (g *gitSearch) checkEntry(p string, hook bool) error {
-	if hook {
-		if target, ok := g.linkTarget(p); ok && g.inside(target) && !g.has(target) {
-			if _, typ, err := g.lstat(target); err == nil && typ == unix.S_IFREG {
-				g.add(target)
+	if target, ok := g.linkTarget(p); ok && hook {
+		if real, viaLink, ok := g.resolve(target); ok && !viaLink && g.inside(real) && !g.has(real) {
+			if _, typ, err := g.lstat(real); err == nil && typ == unix.S_IFREG {
+				g.add(real)
 			}
 		}
 	}
 	return g.checkLink(p)
 }
 
-// linkTarget is where the link p points (made absolute and clean); false
-// when p is no link.
+// linkTarget is where the link p points, made absolute but not cleaned
+// (see resolve); false when p is no link.
 func (g *gitSearch) linkTarget(p string) (string, bool) {
 	var target string
 	var err error
@@ -597,10 +630,7 @@ func (g *gitSearch) linkTarget(p string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(p), target)
-	}
-	return filepath.Clean(target), true
+	return rawJoin(filepath.Dir(p), target), true
 }
 
 // checkLink refuses p when it is a link that leads into the workspace,
@@ -610,12 +640,10 @@ func (g *gitSearch) checkLink(p string) error {
 	if !ok {
 		return nil
 	}
-	real, viaLink, _ := g.resolve(target)
-	for _, q := range []string{target, real} {
-		if q != "" && g.inside(q) && (!g.has(q) || viaLink) {
-			return fmt.Errorf("%s is a symbolic link to %s inside the workspace, where the agent could change what git reads or runs from it: "+
-				"make it a file or directory of its own, or pass --writable-git", p, target)
-		}
+	real, viaLink, ok := g.resolve(target)
+	if ok && (viaLink || g.inside(real) && !g.has(real)) {
+		return fmt.Errorf("%s is a symbolic link to %s inside the workspace, where the agent could change what git reads or runs from it: "+
+			"make it a file or directory of its own, or pass --writable-git", p, target)
 	}
 	return nil
 }
@@ -886,7 +914,8 @@ func enclosingRepo(dir string, files safefile.Guard) (gitRepo, bool) {
 // owned like the workspace, and returns what removes them after the run:
 // each only while it is the same empty directory (rmdir) or empty file,
 // deepest first, so that nothing of the user's is removed. A placeholder
-// this user may not make (nor, then, the agent) is dropped from g.Paths.
+// this user may not make (nor, then, the agent) is dropped from g.Paths,
+// and the directories above it are pinned (see GitProtection.pinned).
 // An existing one is not taken for a placeholder: the workspace changed
 // since the search.
 func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
@@ -962,8 +991,21 @@ func MakeGitPlaceholders(ws *Workspace, g *GitProtection) (func(), error) {
 		all = append(all, mine...)
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
 			// Where this user cannot make it, neither can the agent, who
-			// writes as this user or with less.
+			// writes as this user or with less; but the agent could move
+			// the directory above it away and make one at the old name,
+			// so the directories above it stay where they are.
 			dropped = append(dropped, rel)
+			for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+				fd, oerr := openBeneath(ws.fd(), d, unix.O_PATH|unix.O_DIRECTORY)
+				if oerr != nil {
+					continue // made for it and removed again, or never there
+				}
+				if id, _, serr := statFD(fd); serr == nil && !slices.Contains(g.pinned, d) {
+					g.pinned = append(g.pinned, d)
+					g.ids[d] = id
+				}
+				unix.Close(fd)
+			}
 			continue
 		}
 		if err != nil {

@@ -300,6 +300,14 @@ func TestProtectGitConfigPaths(t *testing.T) {
 			os.Symlink(filepath.Join(ws, "later"), filepath.Join(base, "gitdir"))
 			os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "gitdir")+"\n"), 0o644)
 		}, err: "which does not exist"},
+		{name: "an include with .. after a link, as the kernel resolves it", setup: func(t *testing.T, base, ws string) {
+			git(t, ws, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, "dotfiles", "git"), 0o755)
+			os.WriteFile(filepath.Join(ws, "dotfiles", "git", "config"), []byte("[include]\n\tpath = ../local.gitconfig\n"), 0o644)
+			os.Symlink(filepath.Join(ws, "dotfiles", "git"), filepath.Join(base, "cfgdir"))
+			t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(base, "cfgdir", "config"))
+		}, paths: []string{".git", "dotfiles/git/config", "dotfiles/local.gitconfig"},
+			placeholders: []string{"dotfiles/local.gitconfig"}, files: []string{"dotfiles/local.gitconfig"}},
 		{name: "installation prefix", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 		}, global: "[core]\n\thooksPath = %(prefix)/share/git-core/hooks\n", paths: []string{".git"}},

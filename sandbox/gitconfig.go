@@ -56,11 +56,12 @@ type configPath struct {
 // change, and a file that includes itself many times would otherwise be
 // read exponentially often within git's depth.
 func (g *gitSearch) readConfig(file string, depth int, seen map[string]bool, out *[]configPath) error {
-	if seen[file] {
+	real, _, ok := g.resolve(file)
+	if !ok || seen[real] {
 		return nil
 	}
-	seen[file] = true
-	b, err := g.readFile(file, maxGitFile)
+	seen[real] = true
+	b, err := g.readFile(real, maxGitFile)
 	if err != nil {
 		return nil // none, or unreadable to the caller and so to git run by them
 	}
@@ -70,11 +71,12 @@ func (g *gitSearch) readConfig(file string, depth int, seen map[string]bool, out
 			*out = append(*out, v)
 			continue
 		}
+		// Relative to the directory of the file as git opened it.
 		p, ok := expandPath(v.value, filepath.Dir(file))
 		if !ok {
 			continue
 		}
-		if err := g.protectNamed(p, v, "an included config"); err != nil {
+		if _, err := g.protectNamed(p, v, "an included config"); err != nil {
 			return err
 		}
 		if depth < maxIncludeDepth {
@@ -95,7 +97,7 @@ func (g *gitSearch) configPaths() error {
 	seen := map[string]bool{}
 	for _, f := range globalConfigs() {
 		v := configPath{key: "global config", value: f, file: f}
-		if err := g.protectNamed(f, v, "a config git reads in every repository"); err != nil {
+		if _, err := g.protectNamed(f, v, "a config git reads in every repository"); err != nil {
 			return err
 		}
 		if err := g.readConfig(f, 0, seen, &global); err != nil {
@@ -144,11 +146,12 @@ func (g *gitSearch) hookPath(v configPath, base string) error {
 		if !ok {
 			return nil
 		}
-		if err := g.protectNamed(p, v, "the hooks directory"); err != nil {
+		real, err := g.protectNamed(p, v, "the hooks directory")
+		if err != nil {
 			return err
 		}
-		if g.inside(p) && !slices.Contains(g.hookDirs, p) {
-			g.hookDirs = append(g.hookDirs, p)
+		if g.inside(real) && !slices.Contains(g.hookDirs, real) {
+			g.hookDirs = append(g.hookDirs, real)
 		}
 	case "core.fsmonitor":
 		// true/false select git's own daemon; anything else is a
@@ -166,8 +169,8 @@ func (g *gitSearch) hookPath(v configPath, base string) error {
 			if !ok {
 				continue
 			}
-			if _, _, err := g.lstat(p); first || err == nil {
-				if err := g.protectNamed(p, v, "a file of the fsmonitor command"); err != nil {
+			if real, _, ok := g.resolve(p); first || ok && exists(real) {
+				if _, err := g.protectNamed(p, v, "a file of the fsmonitor command"); err != nil {
 					return err
 				}
 			}
@@ -178,48 +181,43 @@ func (g *gitSearch) hookPath(v configPath, base string) error {
 }
 
 // protectNamed makes the path p that the config value v names read-only
-// when it lies in the workspace: bound over itself when it exists, an
-// empty file (a config) or directory (hooks) in its place when not.
-// Through a link inside the workspace, it is refused.
-func (g *gitSearch) protectNamed(p string, v configPath, what string) error {
-	p = filepath.Clean(p)
-	if !g.inside(p) {
-		// Outside the workspace, read-only with the rest, unless the
-		// caller's own links lead back into it.
-		real, viaLink, ok := g.resolve(p)
-		if !ok || !g.inside(real) {
-			return nil
-		}
-		if viaLink {
-			return fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
-				"make it name the real path, or pass --writable-git", v.key, v.value, v.file, real, what)
-		}
-		p = real
-	}
-	if p == g.root {
-		return fmt.Errorf("%s = %s in %s names the working directory %s itself as %s, which the agent writes: "+
-			"point it elsewhere, or pass --writable-git", v.key, v.value, v.file, g.root, what)
-	}
-	if g.has(p) {
-		return nil
-	}
-	_, typ, err := g.lstat(p)
-	var link *LinkError
+// when it lies in the workspace, as the kernel finds it (resolve): bound
+// over itself when it exists, an empty file (a config) or directory
+// (hooks) in its place when not. Through a link inside the workspace, it
+// is refused. It returns where p really is.
+func (g *gitSearch) protectNamed(p string, v configPath, what string) (string, error) {
+	real, viaLink, ok := g.resolve(p)
 	switch {
-	case errors.As(err, &link) || err == nil && typ == unix.S_IFLNK:
-		return fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
-			"make it name the real path, or pass --writable-git", v.key, v.value, v.file, p, what)
-	case errors.Is(err, unix.ENOENT) && (v.key == "include.path" || v.key == "global config"):
-		g.placeholderFile(p)
-	case errors.Is(err, unix.ENOENT):
-		g.placeholder(p)
-	case errors.Is(err, unix.ENOTDIR):
-		return fmt.Errorf("%s = %s in %s names %s, %s, below a file of the workspace, which the agent could replace with a directory of its own: "+
-			"fix the value, or pass --writable-git", v.key, v.value, v.file, p, what)
-	case err == nil:
-		g.add(p)
+	case !ok || !g.inside(real):
+		return real, nil // outside: read-only with the rest (unresolvable: git fails too)
+	case viaLink:
+		return "", fmt.Errorf("%s = %s in %s names %s, %s, through a symbolic link inside the workspace, which the agent could change: "+
+			"make it name the real path, or pass --writable-git", v.key, v.value, v.file, real, what)
+	case real == g.root:
+		return "", fmt.Errorf("%s = %s in %s names the working directory %s itself as %s, which the agent writes: "+
+			"point it elsewhere, or pass --writable-git", v.key, v.value, v.file, g.root, what)
+	case g.has(real):
+		return real, nil
 	}
-	return nil // otherwise unreadable to the caller, and so to the agent
+	_, _, err := g.lstat(real)
+	switch {
+	case errors.Is(err, unix.ENOENT) && (v.key == "include.path" || v.key == "global config"):
+		g.placeholderFile(real)
+	case errors.Is(err, unix.ENOENT):
+		g.placeholder(real)
+	case errors.Is(err, unix.ENOTDIR):
+		return "", fmt.Errorf("%s = %s in %s names %s, %s, below a file of the workspace, which the agent could replace with a directory of its own: "+
+			"fix the value, or pass --writable-git", v.key, v.value, v.file, real, what)
+	case err == nil:
+		g.add(real)
+	}
+	return real, nil // otherwise unreadable to the caller, and so to the agent
+}
+
+// exists reports whether there is anything at p (a link included).
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // commonOf is the common directory of the git directory dir (what its
@@ -229,10 +227,10 @@ func (g *gitSearch) commonOf(dir string) string {
 	if !ok {
 		return dir
 	}
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(dir, target)
+	if real, _, ok := g.resolve(rawJoin(dir, target)); ok {
+		return real
 	}
-	return filepath.Clean(target)
+	return dir
 }
 
 // globalConfigs are the caller's config files that git reads in every
@@ -297,8 +295,9 @@ func envBool(name string) bool {
 }
 
 // expandPath is a path value of a config as git reads it: ~/ is the home
-// directory, a relative path is relative to base. A ~user/ path, one under
-// %(prefix)/ or an empty value gives false.
+// directory, a relative path is relative to base, and nothing is cleaned
+// (see resolve). A ~user/ path, one under %(prefix)/ or an empty value
+// gives false.
 func expandPath(v, base string) (string, bool) {
 	v = strings.TrimPrefix(v, ":(optional)")
 	switch {
@@ -310,13 +309,11 @@ func expandPath(v, base string) (string, bool) {
 		if err != nil {
 			return "", false
 		}
-		return filepath.Join(home, strings.TrimPrefix(v, "~")), true
+		return home + strings.TrimPrefix(v, "~"), true
 	case strings.HasPrefix(v, "~"):
 		return "", false
-	case filepath.IsAbs(v):
-		return filepath.Clean(v), true
 	}
-	return filepath.Join(base, v), true
+	return rawJoin(base, v), true
 }
 
 func isConfigBool(v string) bool {

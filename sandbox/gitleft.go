@@ -61,8 +61,8 @@ func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
 
 // LeftRepositories lists, relative to the workspace, the repositories
 // that were not there at the start (ProtectGit) and are now: a .git (a
-// directory, file or link) or a directory git takes for a bare repository,
-// outside what was read-only. After the run, the agent made them, and git
+// directory, file or link, or a link that points elsewhere than it did) or
+// a directory git takes for a bare repository, outside what was read-only. After the run, the agent made them, and git
 // run there or below would read their config. Unchecked are the
 // directories that could not be read (an agent that runs as the caller
 // can take away the caller's access to a directory of its own). The
@@ -74,7 +74,10 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string,
 		rel := s.rel(p)
 		return slices.ContainsFunc(g.Paths, func(q string) bool { return within(rel, q) })
 	}
-	isNew := func(p string) bool { return !g.found[s.rel(p)] && !protected(p) }
+	isNew := func(p string) bool {
+		old, ok := g.found[s.rel(p)]
+		return (!ok || old != s.fingerprint(p)) && !protected(p)
+	}
 	complete, _ = s.walk(MaxGitSearchDirs, func(p string) bool { return !protected(p) }, func(dir string, entries []os.DirEntry, err error) (bool, error) {
 		if err != nil {
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {

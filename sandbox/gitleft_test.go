@@ -22,6 +22,19 @@ func TestLeftRepositories(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, "refs"), 0o755)
 		file(filepath.Join(dir, "HEAD"), head)
 	}
+	// What some cases have in the workspace at the start.
+	before := map[string]func(t *testing.T, ws string){
+		"a .git link below the top replaced with a repository": func(t *testing.T, ws string) {
+			other := t.TempDir()
+			git(t, other, "init", "-q")
+			os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+			os.Symlink(filepath.Join(other, ".git"), filepath.Join(ws, "sub", ".git"))
+		},
+		"a .git link below the top left as it was": func(t *testing.T, ws string) {
+			os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
+			os.Symlink("/nowhere", filepath.Join(ws, "sub", ".git"))
+		},
+	}
 	for _, tt := range []struct {
 		name  string
 		after func(ws string)
@@ -54,6 +67,11 @@ func TestLeftRepositories(t *testing.T) {
 		}, []string{"docs"}},
 		{"the workspace itself", func(ws string) { bare(ws, "ref: refs/heads/main\n") }, []string{"."}},
 		{"not a repository: HEAD of another kind", func(ws string) { bare(filepath.Join(ws, "g"), "hello\n") }, nil},
+		{"a .git link below the top replaced with a repository", func(ws string) {
+			os.Remove(filepath.Join(ws, "sub", ".git"))
+			git(t, filepath.Join(ws, "sub"), "init", "-q")
+		}, []string{"sub/.git"}},
+		{"a .git link below the top left as it was", func(string) {}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := t.TempDir()
@@ -61,6 +79,9 @@ func TestLeftRepositories(t *testing.T) {
 			git(t, ws, "init", "-q", "--bare", "fixtures/remote.git")
 			os.MkdirAll(filepath.Join(ws, "old"), 0o755)
 			git(t, filepath.Join(ws, "old"), "init", "-q")
+			if b := before[tt.name]; b != nil {
+				b(t, ws)
+			}
 			dir := openWS(t, ws)
 			g, err := ProtectGit(dir)
 			if err != nil {

@@ -147,7 +147,7 @@ func (p *Prepared) workspaceMounts(cfg Config, src int) ([]fdMount, error) {
 	if err := add(".", false); err != nil {
 		return nil, err
 	}
-	for _, rel := range chain(cfg.Protect.Paths) {
+	for _, rel := range cfg.Protect.pinnedDirs() {
 		if err := add(rel, false); err != nil {
 			return nil, err
 		}

@@ -215,3 +215,33 @@ printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo C
 		}
 	})
 }
+
+// TestPlaceholderUnderADirectoryOfAnotherOwner: where the caller cannot
+// make a placeholder (an include in a directory root owns), the agent
+// cannot write there either, but it could rename the directory and make
+// its own at the old name: the directory is pinned for the run.
+func TestPlaceholderUnderADirectoryOfAnotherOwner(t *testing.T) {
+	forEachUser(t, func(t *testing.T, w *world) {
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+		git := func(args ...string) {
+			c := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", w.ws}, args...)...)
+			c.Env = env
+			_ = c.Run()
+		}
+		git("init", "-q")
+		git("config", "include.path", "../conf/local.inc")
+		chownAll(t, w.ws, w.u.uid)
+		conf := filepath.Join(w.ws, "conf")
+		os.Mkdir(conf, 0o755) // root's
+		mark := filepath.Join(w.outside, "PWNED")
+		script := fmt.Sprintf(`mv conf conf.old && mkdir conf && printf '[core]\n\tfsmonitor = "touch %s; false"\n' > conf/local.inc && echo MOVED`, mark)
+		stdout, stderr, code := w.runRaw(t, nil, "sh", "-c", script)
+		if code == 125 || strings.Contains(stdout, "MOVED") {
+			t.Errorf("the directory above the include could be moved: exit %d, %q %s", code, stdout, stderr)
+		}
+		git("status", "--short")
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("git on the host ran the agent's fsmonitor")
+		}
+	})
+}
