@@ -10,8 +10,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
-	"github.com/agentrun-dev/agentrun/records"
 )
 
 // LaunchSpec is what the caller asks of a run, runtime-neutral.

@@ -18,9 +18,9 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/summary"
 )
 

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/summary"
 )

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/summary"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/contract"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/events/schema"
-	"github.com/agentrun-dev/agentrun/format/text"
 )
 
 // The tests here keep docs/events.md true to the code: its examples are

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // resultWidth is how much of the result's first line RESULT shows: the

@@ -17,9 +17,9 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
-	"github.com/agentrun-dev/agentrun/format/rich"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/events/format/rich"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/tail"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
@@ -50,12 +50,12 @@ func readFile(t *testing.T, path string) []byte {
 
 // seed is the stream of docs/events.md's example, whose text format
 // format/text keeps as a hand-written golden.
-const seed = "../format/text/testdata/seed-example"
+const seed = "../events/format/text/testdata/seed-example"
 
 // TestRenderTextGoldens: every stream of format/text's tests, read as a
 // log, renders to that package's golden text (rich on a pipe is text).
 func TestRenderTextGoldens(t *testing.T) {
-	inputs, err := filepath.Glob("../format/text/testdata/*.jsonl")
+	inputs, err := filepath.Glob("../events/format/text/testdata/*.jsonl")
 	if err != nil || len(inputs) < 10 {
 		t.Fatalf("format/text's testdata: %v %v", inputs, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // none is a cell without a value.

@@ -24,8 +24,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 )
 
 // Version is the document format version; it goes up only when an existing

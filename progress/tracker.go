@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // Tracker builds the document from the event stream, one line at a time.

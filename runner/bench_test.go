@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters/claudecode"
-	"github.com/agentrun-dev/agentrun/aggregator"
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events/format"
 )
 
 // benchBlock is a 64 MiB stream built from the real claude-code captures,

@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/agentrun-dev/agentrun/adapters"
-	"github.com/agentrun-dev/agentrun/aggregator"
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // pipeline is adapter → aggregator for one run. Lines come from the reader

@@ -17,14 +17,14 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/meter"
 	live "github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/proxy"
-	"github.com/agentrun-dev/agentrun/records"
 	"github.com/agentrun-dev/agentrun/summary"
 )
 

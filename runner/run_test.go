@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/format"
 )
 
 // end.duration_ms counts from when agentrun began parsing its command

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events/format"
 )
 
 // TranslateOptions is one `agentrun translate`.

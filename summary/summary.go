@@ -25,8 +25,8 @@ import (
 	"sort"
 	"unicode/utf8"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 )
 
 // MaxBytes is the largest encoded summary: the kubelet keeps at most 4096

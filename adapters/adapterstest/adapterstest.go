@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/adapters"
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
 	"github.com/agentrun-dev/agentrun/mockmodel"
 )

@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/recent"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
-	"github.com/agentrun-dev/agentrun/records"
 )
 
 // Name is the runtime's name in flags, events and the API.

@@ -3,7 +3,7 @@ package claudecode
 import (
 	"fmt"
 
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // summary is the one-line description of a claude-code tool call: the tool's

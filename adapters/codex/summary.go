@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // summary is the one-line description of a codex item: its type and its

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // summary is the one-line description of a dsh tool call: the tool's name

@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // Name is the runtime's name in flags, events and the API.

@@ -3,7 +3,7 @@ package pi
 import (
 	"encoding/json"
 
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // summary is the one-line description of a pi tool call: the tool's name

@@ -8,9 +8,9 @@ import (
 	"os"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
-	"github.com/agentrun-dev/agentrun/format/rich"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/events/format/rich"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/runner"
 )
 

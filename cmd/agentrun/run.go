@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/aggregator"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/summary"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun-dev/agentrun/format"
+	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
@@ -29,7 +29,7 @@ func translated(t *testing.T, runtime, capture string) string {
 
 func golden(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "format", "text", "testdata", name+".jsonl"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "events", "format", "text", "testdata", name+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

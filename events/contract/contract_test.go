@@ -113,7 +113,7 @@ func TestSchemaOnly(t *testing.T) {
 // to test the renderer's tolerance).
 func TestGoldens(t *testing.T) {
 	for _, name := range []string{"seed-example", "long-text", "session", "rejected", "failed-detail"} {
-		b, err := os.ReadFile("../../format/text/testdata/" + name + ".jsonl")
+		b, err := os.ReadFile("../format/text/testdata/" + name + ".jsonl")
 		if err != nil {
 			t.Fatal(err)
 		}

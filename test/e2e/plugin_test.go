@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/mockmodel"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // RecentTexts is how many of the latest texts stay in their multi-line

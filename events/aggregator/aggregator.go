@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/recent"
-	"github.com/agentrun-dev/agentrun/records"
 )
 
 // finishedWindow is how many finished tool, subagent and call ids are

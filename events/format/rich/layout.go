@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // The layout functions are pure: given what the panel shows and the

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // fakeClock is a clock the test moves by hand; its ticker fires when the

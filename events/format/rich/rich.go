@@ -62,7 +62,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // Clock is the time source of the redraws, the spinner and the elapsed

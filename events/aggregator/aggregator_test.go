@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/contract"
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // run feeds recs through a fresh aggregator with a clock that advances one

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/text/width"
 
-	"github.com/agentrun-dev/agentrun/format/text"
+	"github.com/agentrun-dev/agentrun/events/format/text"
 )
 
 // runeWidth is the number of terminal columns r takes, as wcwidth counts

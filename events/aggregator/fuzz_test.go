@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
-	"github.com/agentrun-dev/agentrun/records"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // recordsFrom decodes fuzz bytes into a record sequence over a tiny id

@@ -45,7 +45,7 @@ func render(t *testing.T, path string) string {
 }
 
 // TestGolden renders every testdata/NAME.jsonl and compares it with
-// testdata/NAME.txt; go test ./format/text -update rewrites the goldens.
+// testdata/NAME.txt; go test ./events/format/text -update rewrites the goldens.
 // seed-example.txt was written by hand, not by the renderer, and is checked, never
 // rewritten.
 func TestGolden(t *testing.T) {
