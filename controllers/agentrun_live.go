@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 	"github.com/agentrun-dev/agentrun/summary"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 // Live reads the live progress of running runs from their Pods' events

@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 // User stories of the live progress against a real API server. The test

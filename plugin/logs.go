@@ -20,7 +20,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/events/format/rich"
 	"github.com/agentrun-dev/agentrun/events/format/text"
-	"github.com/agentrun-dev/agentrun/tail"
+	"github.com/agentrun-dev/agentrun/sidecar/tail"
 )
 
 // The --format values of logs and run.

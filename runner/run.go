@@ -23,8 +23,8 @@ import (
 	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/meter"
-	live "github.com/agentrun-dev/agentrun/progress"
 	"github.com/agentrun-dev/agentrun/proxy"
+	live "github.com/agentrun-dev/agentrun/sidecar/progress"
 	"github.com/agentrun-dev/agentrun/summary"
 )
 

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/progress"
-	"github.com/agentrun-dev/agentrun/tail"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/tail"
 )
 
 // meterPoll is how often the sidecar looks at the runner's meter file: a

@@ -56,7 +56,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 type options struct {

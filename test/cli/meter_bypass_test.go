@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 // meteredUpstream is a credential destination that answers every kind of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/mockmodel"
-	"github.com/agentrun-dev/agentrun/progress"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 // TestTailServesProgress: the events sidecar (`agentrun tail

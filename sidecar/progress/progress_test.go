@@ -102,7 +102,7 @@ func TestTrackerIgnoresWhatIsNotAnEvent(t *testing.T) {
 // format's golden files: the last activity is the [end] line the text
 // format wrote.
 func TestTrackerAgreesWithTheTextFormat(t *testing.T) {
-	inputs, err := filepath.Glob("../events/format/text/testdata/*.jsonl")
+	inputs, err := filepath.Glob("../../events/format/text/testdata/*.jsonl")
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
