@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=$(go test -run '^$' -bench 'BenchmarkInterception' -benchtime 1x -count "${COUNT:-3}" ./credentials/)
+out=$(go test -run '^$' -bench 'BenchmarkInterception' -benchtime 1x -count "${COUNT:-3}" ./proxy/credentials/)
 echo "$out" | grep -E '^Benchmark'
 echo "$out" | awk '
   /^BenchmarkInterception/ {

@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
-	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
+	"github.com/agentrun-dev/agentrun/proxy/meter"
 )
 
 // creds is a run's --credential set up: the stand-ins, the run's

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 // TestCredentialEchoAttack: a credential destination that echoes a

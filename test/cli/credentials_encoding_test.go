@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 // tlsServer serves h over HTTPS for name on 127.0.0.1 with a certificate of

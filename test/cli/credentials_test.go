@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 // credRuntime is how one CLI is pointed at the mock with a credential.

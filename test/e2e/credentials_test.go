@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/credentials"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 // TestCredentialAgentRun: an AgentRun whose key is in spec.credentials.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/proxy/meter"
 )
 
 // testInterceptor has one credential for api.test:443 and a meter.

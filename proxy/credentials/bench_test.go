@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/proxy/meter"
 )
 
 // BenchmarkInterception compares, in one run, a streamed model response

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/agentrun-dev/agentrun/meter"
 	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/proxy/meter"
 )
 
 // Interceptor is the filter proxy's view of a run's credentials (it
