@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/nodeprofiles"
+	"github.com/agentrun-dev/agentrun/sandbox/nodeprofiles"
 )
 
 func main() {

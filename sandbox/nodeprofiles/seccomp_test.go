@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "write the chart's profile files")
 
 // chartFile is where the chart keeps a profile for its installer.
 func chartFile(name string) string {
-	return filepath.Join("..", "charts", "agentrun", "files", "profiles", name)
+	return filepath.Join("..", "..", "charts", "agentrun", "files", "profiles", name)
 }
 
 func TestProfileFilesAreCurrent(t *testing.T) {
@@ -33,7 +33,7 @@ func TestProfileFilesAreCurrent(t *testing.T) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s is stale (%v): run go test ./nodeprofiles -update", path, err)
+			t.Errorf("%s is stale (%v): run go test ./sandbox/nodeprofiles -update", path, err)
 		}
 	}
 }
@@ -156,9 +156,9 @@ func buildAll(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	for out, pkg := range map[string]string{"agentrun": "./cmd/agentrun", "agentrun-sandbox-init": "./cmd/agentrun-sandbox-init",
-		"seccompexec": "./nodeprofiles/internal/seccompexec", "profileprobe": "./nodeprofiles/internal/profileprobe"} {
+		"seccompexec": "./sandbox/nodeprofiles/internal/seccompexec", "profileprobe": "./sandbox/nodeprofiles/internal/profileprobe"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		build.Dir, build.Stderr = "..", os.Stderr
+		build.Dir, build.Stderr = filepath.Join("..", ".."), os.Stderr
 		if err := build.Run(); err != nil {
 			t.Fatalf("build %s: %v", pkg, err)
 		}

@@ -3,7 +3,7 @@
 // in a Pod that Pod Security "restricted" admits: the container runtime's
 // default allow-list plus exactly the calls bubblewrap and the sandbox's
 // init make to set the sandbox up. The chart installs them on the nodes
-// (charts/agentrun/files/profiles, written from here: go test ./nodeprofiles
+// (charts/agentrun/files/profiles, written from here: go test ./sandbox/nodeprofiles
 // -update) and the manager points agent Pods at them.
 package nodeprofiles
 

@@ -24,7 +24,7 @@ func TestAppArmorProfileParses(t *testing.T) {
 			t.Errorf("the profile lacks %q", want)
 		}
 	}
-	out, err := exec.Command(filepath.Join("..", "hack", "apparmor-parser.sh")).Output()
+	out, err := exec.Command(filepath.Join("..", "..", "hack", "apparmor-parser.sh")).Output()
 	if err != nil {
 		t.Fatalf("hack/apparmor-parser.sh: %v", err)
 	}
