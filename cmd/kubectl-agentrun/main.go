@@ -1,6 +1,6 @@
 // Command kubectl-agentrun is the kubectl plugin for AgentRuns: copied
 // onto PATH (or installed with krew, hack/krew/agentrun.yaml) it is
-// `kubectl agentrun get|logs|usage|run`. The verbs are in package plugin.
+// `kubectl agentrun get|logs|usage|run`. The verbs are in package kubectlplugin.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/agentrun-dev/agentrun/plugin"
+	"github.com/agentrun-dev/agentrun/kubectlplugin"
 )
 
 func main() {
@@ -23,7 +23,7 @@ func main() {
 	ctrllog.SetLogger(logr.Discard())
 	// Ctrl-C stops following; the run itself goes on.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := plugin.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}.Main(ctx, os.Args[1:])
+	code := kubectlplugin.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}.Main(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
 }

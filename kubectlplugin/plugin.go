@@ -1,4 +1,4 @@
-// Package plugin is `kubectl agentrun`, the kubectl plugin for AgentRuns:
+// Package kubectlplugin is `kubectl agentrun`, the kubectl plugin for AgentRuns:
 //
 //	get [NAME]        a wide table: status, reason, tokens, cost, duration, result
 //	logs NAME [-f]    the events sidecar's stream, rendered (followed to its end)
@@ -10,7 +10,7 @@
 // kubeconfig loading (client-go's clientcmd, the code kubectl's flags end
 // in), and read container logs through a LogSource, which the tests
 // replace: envtest has no kubelet to serve pods/log.
-package plugin
+package kubectlplugin
 
 import (
 	"context"
