@@ -12,7 +12,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // TestRealCaptures replays the real claude-code 2.1.328 output of every mock

@@ -7,7 +7,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // TestRealCaptures replays the real dsh 0.1.0-rc.8 output of the mock

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 

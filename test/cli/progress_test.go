@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 

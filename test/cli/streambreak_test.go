@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // TestClaudeCodeStreamBreaks: when a model stream breaks mid-call,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // slowMock answers every call with a stream that trickles for two minutes,

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events/format/text"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // TestKubectlPlugin: `kubectl agentrun` as a user runs it. The plugin is

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/mockmodel"
+	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
 // probeTargets are what a compromised agent in a Pod would reach for: the
