@@ -21,7 +21,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // User stories against a real API server. The test plays the parts envtest
@@ -162,7 +162,7 @@ func anEnd(result string) *events.End {
 
 var counters = aggregator.Counters{Tools: 7, ToolErrors: 1, Denials: 2, Subagents: 1, DeniedConnections: 3}
 
-func message(e *events.End) string { return string(summary.FromEnd(e, counters).Encode()) }
+func message(e *events.End) string { return string(podcontract.FromEnd(e, counters).Encode()) }
 
 func endLine(e *events.End) []byte {
 	events.Stamp(e, events.TypeEnd, time.Now())

@@ -11,7 +11,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // LiveIntervals bound how often the live progress of one run is written to
@@ -137,7 +137,7 @@ func applyLive(st v1alpha1.AgentRunStatus, d *progress.Doc) v1alpha1.AgentRunSta
 // liveProgress is status.progress from a document.
 func liveProgress(d *progress.Doc) *v1alpha1.Progress {
 	p := &v1alpha1.Progress{ModelCalls: d.ModelCalls, ToolCalls: d.ToolCalls}
-	p.Activity, _ = summary.CutUTF8(d.Activity, maxActivityBytes)
+	p.Activity, _ = podcontract.CutUTF8(d.Activity, maxActivityBytes)
 	if t := d.LastEventTime(); !t.IsZero() {
 		mt := metav1.NewTime(t.Truncate(time.Second)) // what status keeps of it
 		p.LastEventTime = &mt

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // logPoll is how often the harvest looks again while it waits for the
@@ -136,7 +136,7 @@ func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) err
 	}
 	pod := s.obs.Pod
 	if t := containerTerminated(pod, AgentContainer); t != nil {
-		sum, err := summary.Decode([]byte(t.Message))
+		sum, err := podcontract.Decode([]byte(t.Message))
 		if err != nil {
 			s.obs.SummaryErr = err
 		} else {

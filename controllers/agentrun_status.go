@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // Condition reasons besides the end statuses (see v1alpha1.ConditionSucceeded).
@@ -92,7 +92,7 @@ type observation struct {
 	// confirms it no longer exists.
 	PodGone bool
 	// Summary is the agent container's termination message, decoded.
-	Summary    *summary.Summary
+	Summary    *podcontract.Summary
 	SummaryErr error
 	// LogEnd is the end event from the events container's log, read when
 	// the summary was cut.
@@ -524,10 +524,10 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		st.DurationMs = int64Ptr(oc.Completion.Sub(st.StartTime.Time).Milliseconds())
 	}
 	if st.Result != nil {
-		r, cut := summary.CutUTF8(*st.Result, maxStatusResultBytes)
+		r, cut := podcontract.CutUTF8(*st.Result, maxStatusResultBytes)
 		st.Result, st.ResultTruncated = &r, st.ResultTruncated || cut
 	}
-	if d, cut := summary.CutUTF8(detail, maxStatusDetailBytes); cut {
+	if d, cut := podcontract.CutUTF8(detail, maxStatusDetailBytes); cut {
 		detail = d + "…"
 	}
 	st.Detail = detail
@@ -573,7 +573,7 @@ func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc 
 	cond(v1alpha1.ConditionEnded, metav1.ConditionFalse, phase, "the run has not ended")
 	cond(v1alpha1.ConditionReady, metav1.ConditionFalse, phase, "the run has not ended")
 	if rejected != nil {
-		m, cut := summary.CutUTF8("the Job cannot create the run's Pod: "+rejected.Message, maxConditionMessageBytes)
+		m, cut := podcontract.CutUTF8("the Job cannot create the run's Pod: "+rejected.Message, maxConditionMessageBytes)
 		if cut {
 			m += "…"
 		}
@@ -619,7 +619,7 @@ func conditionMessage(st v1alpha1.AgentRunStatus) string {
 		b.WriteString(": ")
 		b.WriteString(st.Detail)
 	}
-	m, cut := summary.CutUTF8(b.String(), maxConditionMessageBytes)
+	m, cut := podcontract.CutUTF8(b.String(), maxConditionMessageBytes)
 	if cut {
 		m += "…"
 	}
@@ -784,7 +784,7 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
 		s = s[:i]
 	}
-	s, _ = summary.CutUTF8(s, n)
+	s, _ = podcontract.CutUTF8(s, n)
 	return s
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 var t0 = time.Date(2026, 10, 4, 13, 0, 0, 0, time.UTC)
@@ -82,11 +82,11 @@ func unschedulable(since time.Time) func(*corev1.Pod) {
 	}
 }
 
-func endSummary(status string, result string) *summary.Summary {
+func endSummary(status string, result string) *podcontract.Summary {
 	in, out := int64(1200), int64(80)
 	cost := 0.0125
 	u := events.TokenCounts{InputTokens: &in, OutputTokens: &out, CostUSD: &cost}
-	s := summary.FromEnd(&events.End{Status: status, ExitCode: ptr.To(0), DurationMs: 59000, Result: &result,
+	s := podcontract.FromEnd(&events.End{Status: status, ExitCode: ptr.To(0), DurationMs: 59000, Result: &result,
 		Usage: events.Totals{TokenCounts: u, ByModel: map[string]events.TokenCounts{"claude-sonnet-5-5": u}}},
 		aggregator.Counters{Tools: 3, ToolErrors: 1})
 	return &s
@@ -100,7 +100,7 @@ func TestComputeOutcome(t *testing.T) {
 	}
 	unavailable := endSummary(events.StatusFailed, "")
 	unavailable.Detail = "the sandbox failed before the agent started: bubblewrap cannot create its namespaces (No permissions to creating new namespace)"
-	unavailable.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
+	unavailable.Isolation = &podcontract.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
 	rejection := &podRejection{Message: `pods "r-abcde" is forbidden: violates PodSecurity "restricted:latest"`, Since: t0}
 	tests := []struct {
 		name       string
@@ -280,9 +280,9 @@ func TestComputeStatusHarvest(t *testing.T) {
 		Usage: events.Totals{ByModel: map[string]events.TokenCounts{}}}
 	pod := testPod(agentTerminated(0, "Completed", ""))
 	isolated := endSummary(events.StatusFinished, "done")
-	isolated.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
+	isolated.Isolation = &podcontract.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
 	unavailable := endSummary(events.StatusFailed, "")
-	unavailable.Isolation = &summary.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
+	unavailable.Isolation = &podcontract.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
 	tests := []struct {
 		name      string
 		obs       observation

@@ -16,7 +16,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // User stories of AgentBudgets against a real API server: new runs wait
@@ -64,7 +64,7 @@ func endWith(status string, input int64, model string) string {
 	if status == events.StatusInterrupted {
 		e.ExitCode = nil
 	}
-	return string(summary.FromEnd(e, aggregator.Counters{}).Encode())
+	return string(podcontract.FromEnd(e, aggregator.Counters{}).Encode())
 }
 
 // finishedRun runs a run to its end with input tokens of model.

@@ -25,7 +25,7 @@ import (
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/proxy/meter"
 	live "github.com/agentrun-dev/agentrun/sidecar/progress"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // NoSandboxNote is the [note] line of a run without a sandbox.
@@ -44,7 +44,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.
-		s := summary.FromEnd(end, r.agg.Counters())
+		s := podcontract.FromEnd(end, r.agg.Counters())
 		s.Isolation = r.isolation()
 		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
 			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
@@ -100,12 +100,12 @@ type run struct {
 
 // isolation is the summary's account of how the agent ran; nil for a
 // request rejected before its sandbox was tried.
-func (r *run) isolation() *summary.Isolation {
+func (r *run) isolation() *podcontract.Isolation {
 	if r.p == nil {
 		return nil
 	}
 	iso := r.p.iso
-	return &summary.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: r.unavailable}
+	return &podcontract.Isolation{Sandbox: iso.mode, NetworkMode: iso.policy.Mode, NetworkEnforced: iso.sandboxed(), Unavailable: r.unavailable}
 }
 
 // end finishes the stream early, before or instead of the runtime.
@@ -417,7 +417,7 @@ func (r *run) onUnmeteredCall(why string) {
 }
 
 // WriteSummary writes the end summary (a Pod's termination message).
-func WriteSummary(files safefile.Guard, path string, s summary.Summary) error {
+func WriteSummary(files safefile.Guard, path string, s podcontract.Summary) error {
 	f, err := files.Create(path, 0o644)
 	if err != nil {
 		return err

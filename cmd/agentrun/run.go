@@ -15,7 +15,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/runner"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // multi is a repeatable string flag.
@@ -86,7 +86,7 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 		if o.SummaryPath != "" {
 			// Every exit path leaves the summary a Pod's controller reads
 			// (as far as the flags were parsed before the bad one).
-			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, summary.FromEnd(end, agg.Counters()))
+			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, podcontract.FromEnd(end, agg.Counters()))
 		}
 		return exitCodes[events.StatusRejected]
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
-	"github.com/agentrun-dev/agentrun/summary"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // fakeCLI writes a shell script that stands in for claude: it reads its
@@ -265,7 +265,7 @@ func TestSandboxCannotStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := summary.Decode(raw); err != nil || s.Isolation == nil || !s.Isolation.Unavailable || s.Isolation.Sandbox != "bubblewrap" {
+	if s, err := podcontract.Decode(raw); err != nil || s.Isolation == nil || !s.Isolation.Unavailable || s.Isolation.Sandbox != "bubblewrap" {
 		t.Errorf("summary %s (%v): want isolation.unavailable", raw, err)
 	}
 	for _, want := range []string{"bubblewrap may not create its namespaces", "No permissions to creating new namespace", "agentrun/bwrap.json", "--sandbox none"} {
@@ -294,8 +294,8 @@ func TestPodContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := summary.Decode(raw)
-	if err != nil || s.Status != "finished" || s.Result == nil || *s.Result != "Done: wrote hello.txt" || s.Counters.Tools != 1 || len(raw) > summary.MaxBytes {
+	s, err := podcontract.Decode(raw)
+	if err != nil || s.Status != "finished" || s.Result == nil || *s.Result != "Done: wrote hello.txt" || s.Counters.Tools != 1 || len(raw) > podcontract.MaxBytes {
 		t.Errorf("summary %s (%v)", raw, err)
 	}
 	// start.env names what --env and --env-file set; passed variables are
@@ -327,7 +327,7 @@ func TestRejectedRunLeavesSummary(t *testing.T) {
 	if err != nil || r.exit != 2 {
 		t.Fatalf("no summary for a rejected run (exit %d): %v", r.exit, err)
 	}
-	if s, err := summary.Decode(raw); err != nil || s.Status != events.StatusRejected || !strings.Contains(s.Detail, "-bogus") {
+	if s, err := podcontract.Decode(raw); err != nil || s.Status != events.StatusRejected || !strings.Contains(s.Detail, "-bogus") {
 		t.Errorf("summary %s (%v)", raw, err)
 	}
 }

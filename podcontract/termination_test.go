@@ -1,4 +1,4 @@
-package summary
+package podcontract
 
 import (
 	"encoding/json"

@@ -1,9 +1,9 @@
-// Package summary is the compact end summary of one run: the end event's
-// status, exit code, detail, duration, usage (with the per-model split),
-// session id and result, plus the aggregator's counters, encoded as one JSON
-// object of at most MaxBytes bytes.
+// The end summary: the compact form of one run's end, the agent
+// container's termination message.
 //
-// It is the contract between the runner and the controller. The runner
+// It holds the end event's status, exit code, detail, duration, usage (with
+// the per-model split), session id and result, plus the aggregator's
+// counters, encoded as one JSON object of at most MaxBytes bytes. The runner
 // writes Encode's bytes to the agent container's termination message file
 // (`agentrun run --summary FILE`); the controller reads them back from the
 // Pod's status with Decode. Kubernetes keeps at most 4096 bytes of a
@@ -14,7 +14,8 @@
 //
 // Field names follow the end event of docs/events.md (snake_case, the same usage
 // object); the counters keep the aggregator's names.
-package summary
+
+package podcontract
 
 import (
 	"bytes"
