@@ -119,7 +119,7 @@ type podRejection struct {
 // neverStarted: the agent container has not been seen running, now or
 // before.
 func (o observation) neverStarted() bool {
-	return !o.Started && containerStarted(o.Pod, AgentContainer) == nil
+	return !o.Started && containerStarted(o.Pod, podcontract.AgentContainer) == nil
 }
 
 // outcome is how a run ended.
@@ -155,7 +155,7 @@ var (
 // not, it returns how long until a grace it is waiting on runs out (0:
 // nothing to wait for but events).
 func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
-	if t := containerTerminated(o.Pod, AgentContainer); t != nil {
+	if t := containerTerminated(o.Pod, podcontract.AgentContainer); t != nil {
 		return terminatedOutcome(o, t), 0
 	}
 	fail := func(reason, detail string) *outcome {
@@ -239,7 +239,7 @@ func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
 		switch {
 		case imagePullReasons[w.Reason]:
 			reason = ReasonImagePullFailed
-		case configReasons[w.Reason] && cs.Name == AgentContainer && sandboxProfileError(w.Message):
+		case configReasons[w.Reason] && cs.Name == podcontract.AgentContainer && sandboxProfileError(w.Message):
 			if wait.until(o.Now, since.Add(g.SandboxProfile)) {
 				return &outcome{EndStatus: events.StatusFailed, Reason: ReasonSandboxUnavailable, Completion: o.Now,
 					Detail: fmt.Sprintf("the node cannot run the sandbox: container %s cannot start: %s: %s; %s",
@@ -416,7 +416,7 @@ func observedPhase(o observation) v1alpha1.Phase {
 		return v1alpha1.PhasePending
 	case o.Job.Spec.Suspend != nil && *o.Job.Spec.Suspend:
 		return v1alpha1.PhaseQueued
-	case containerStarted(o.Pod, AgentContainer) != nil:
+	case containerStarted(o.Pod, podcontract.AgentContainer) != nil:
 		return v1alpha1.PhaseRunning
 	}
 	return v1alpha1.PhasePending
@@ -462,7 +462,7 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 		st.PodName = o.Pod.Name
 	}
 	if st.StartTime == nil {
-		if t := containerStarted(o.Pod, AgentContainer); t != nil {
+		if t := containerStarted(o.Pod, podcontract.AgentContainer); t != nil {
 			st.StartTime = t
 		}
 	}
