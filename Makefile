@@ -63,9 +63,11 @@ generate:
 manifests:
 	hack/k8s-generate.sh manifests
 
-## docs: docs/api.md, the AgentRun API reference, from the Go types (pinned crd-ref-docs, built into .cache/tools).
+## docs: docs/api-reference.md from the Go types (pinned crd-ref-docs, built into .cache/tools),
+## and docs/api.md's generated table of condition types and reasons.
 docs:
 	hack/api-docs.sh
+	$(GO) test ./docs -run TestConditionsTable -update
 
 ## envtest: build or locate kube-apiserver, etcd and kubectl for the controller tests (10-14 min cold).
 envtest:

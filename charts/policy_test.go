@@ -74,7 +74,7 @@ func agentRun(ns string, change func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun
 			Runtime: v1alpha1.RuntimeClaudeCode,
 			Prompt:  v1alpha1.PromptSource{Text: ptr.To("Say hello")},
 			Limits:  &v1alpha1.Limits{MaxTurns: ptr.To[int32](10), MaxTokens: ptr.To[int64](100000)},
-			Network: v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com:443"}},
+			Network: &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com:443"}},
 		},
 	}
 	if change != nil {
@@ -158,7 +158,7 @@ func TestAdmissionPolicy(t *testing.T) {
 		"--set-json", `policy.spec={"allowedRuntimes":["claude-code","pi"],"allowedImages":["` + runner + `","registry.example.com/agentrun/*"],` +
 			`"maxTurns":50,"maxTokens":2000000,"allowedRuntimeClasses":["gvisor"]}`,
 	}
-	modelDefault := []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["api.anthropic.com:443"]}`}
+	modelDefault := []string{"--set-json", `defaults.network={"mode":"Custom","allowHosts":["api.anthropic.com:443"]}`}
 	// One install: the AgentRunPolicy CRD (crds/) first, then the
 	// AgentRun CRD, the policy, its binding and the AgentRunPolicy.
 	notes := c.helm(append([]string{"install", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--create-namespace"},
@@ -169,7 +169,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}
 	}
-	if strings.Contains(notes, "forbids network mode full") {
+	if strings.Contains(notes, "forbids network mode Full") {
 		t.Errorf("NOTES warn about the network default although it is custom:\n%s", notes)
 	}
 
@@ -178,7 +178,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	// (failurePolicy Fail), never let through.
 	sandboxNone := agentRun("policed", func(s *v1alpha1.AgentRunSpec) { s.Sandbox = v1alpha1.SandboxNone })
 	waitFor(t, "the policy refuses sandbox none", 90*time.Second, func() string {
-		return refusedWith(tryCreate(ctx, k, sandboxNone), "spec.sandbox none is not allowed")
+		return refusedWith(tryCreate(ctx, k, sandboxNone), "spec.sandbox None is not allowed")
 	})
 
 	by := "AgentRunPolicy agentrun-policy (namespace policed)"
@@ -191,7 +191,7 @@ func TestAdmissionPolicy(t *testing.T) {
 		{"everything allowed named", func(s *v1alpha1.AgentRunSpec) {
 			s.Runtime = v1alpha1.RuntimePi
 			s.Timeout = "2h"
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkNone}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkNone}
 			s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](50), MaxTokens: ptr.To[int64](2000000)}
 			s.PodOverrides = &v1alpha1.PodOverrides{Image: runner, ServiceAccountName: "default", RuntimeClassName: ptr.To("gvisor")}
 		}, ""},
@@ -209,10 +209,10 @@ func TestAdmissionPolicy(t *testing.T) {
 			s.PodOverrides = &v1alpha1.PodOverrides{Image: "registry.example.com/agentrun-evil/runner:1"}
 		}, "spec.podOverrides.image registry.example.com/agentrun-evil/runner:1 is not allowed"},
 		{"sandbox none", func(s *v1alpha1.AgentRunSpec) { s.Sandbox = v1alpha1.SandboxNone },
-			"spec.sandbox none is not allowed by " + by + ": leave spec.sandbox out (bubblewrap)"},
-		{"network full", func(s *v1alpha1.AgentRunSpec) { s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkFull} },
-			"spec.network.mode full (set, or the default) is not allowed by " + by +
-				": set spec.network.mode to custom and list the hosts the agent needs in spec.network.allowHosts, or set it to none"},
+			"spec.sandbox None is not allowed by " + by + ": leave spec.sandbox out (Bubblewrap)"},
+		{"network full", func(s *v1alpha1.AgentRunSpec) { s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkFull} },
+			"spec.network.mode Full (set, or the default) is not allowed by " + by +
+				": set spec.network.mode to Custom and list the hosts the agent needs in spec.network.allowHosts, or set it to None"},
 		{"timeout", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "3h" },
 			"spec.timeout 3h is longer than " + by + " allows: set spec.timeout to 2h or less"},
 		{"no limits", func(s *v1alpha1.AgentRunSpec) { s.Limits = nil },
@@ -253,7 +253,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, _, _ := unstructured.NestedMap(run.Object, "spec", "network")
-		if want := map[string]any{"mode": "custom", "allowHosts": []any{"api.anthropic.com:443"}}; !reflect.DeepEqual(n, want) {
+		if want := map[string]any{"mode": "Custom", "allowHosts": []any{"api.anthropic.com:443"}}; !reflect.DeepEqual(n, want) {
 			t.Errorf("spec.network %v, want the chart's default %v", n, want)
 		}
 	})
@@ -266,12 +266,12 @@ func TestAdmissionPolicy(t *testing.T) {
 	// Without the network default, a run that says nothing about the
 	// network gets full, which the policy refuses.
 	if notes := c.helm(append([]string{"upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system"}, values...)...); !strings.Contains(notes,
-		"The policy forbids network mode full, which is the AgentRun default here") {
+		"The policy forbids network mode Full, which is the AgentRun default here") {
 		t.Errorf("NOTES do not warn that every run must set spec.network:\n%s", notes)
 	}
 	waitFor(t, "the generated network default is back", 30*time.Second, func() string {
 		return refusedWith(tryCreate(ctx, k, runWithoutNetwork("policed")),
-			"spec.network.mode full (set, or the default) is not allowed by "+by)
+			"spec.network.mode Full (set, or the default) is not allowed by "+by)
 	})
 
 	// Warn and Audit: the run is created, and the client is told why it
@@ -284,7 +284,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			return err.Error()
 		}
 		for _, w := range warned.take() {
-			if strings.Contains(w, "spec.sandbox none is not allowed by "+by) {
+			if strings.Contains(w, "spec.sandbox None is not allowed by "+by) {
 				return ""
 			}
 		}

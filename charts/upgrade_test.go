@@ -86,7 +86,7 @@ func (c *cluster) specFields() string {
 		"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties}")
 }
 
-// olderChart is a copy of the chart whose CRD lacks spec.cancel, as the
+// olderChart is a copy of the chart whose CRD lacks spec.stop, as the
 // chart had before; inCRDsDir puts that CRD in crds/, where charts before
 // this one kept it.
 func olderChart(t *testing.T, inCRDsDir bool) string {
@@ -105,7 +105,7 @@ func olderChart(t *testing.T, inCRDsDir bool) string {
 		t.Fatal(err)
 	}
 	spec := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)
-	delete(spec["properties"].(map[string]any), "cancel")
+	delete(spec["properties"].(map[string]any), "stop")
 	delete(spec, "x-kubernetes-validations")
 	b, err = yaml.Marshal(crd)
 	if err != nil {
@@ -146,12 +146,12 @@ func TestHelmUpgradeUpgradesCRD(t *testing.T) {
 	t.Setenv("HELM_DATA_HOME", t.TempDir())
 	c := startCluster(t)
 	c.helm("install", "agentrun", olderChart(t, false), "--namespace", "agentrun-system", "--create-namespace")
-	if strings.Contains(c.specFields(), `"cancel"`) {
-		t.Fatal("the older chart's CRD has spec.cancel")
+	if strings.Contains(c.specFields(), `"stop"`) {
+		t.Fatal("the older chart's CRD has spec.stop")
 	}
 	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
-	if !strings.Contains(c.specFields(), `"cancel"`) {
-		t.Fatal("helm upgrade did not upgrade the CRD: spec.cancel is missing")
+	if !strings.Contains(c.specFields(), `"stop"`) {
+		t.Fatal("helm upgrade did not upgrade the CRD: spec.stop is missing")
 	}
 	c.helm("uninstall", "agentrun", "--namespace", "agentrun-system")
 	if _, err := c.run(c.kubectl, "get", "crd", "agentruns.agentrun.dev"); err != nil {
@@ -168,8 +168,8 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 	t.Setenv("HELM_DATA_HOME", t.TempDir())
 	c := startCluster(t)
 	c.helm("install", "agentrun", olderChart(t, true), "--namespace", "agentrun-system", "--create-namespace")
-	if strings.Contains(c.specFields(), `"cancel"`) {
-		t.Fatal("the older chart's CRD has spec.cancel")
+	if strings.Contains(c.specFields(), `"stop"`) {
+		t.Fatal("the older chart's CRD has spec.stop")
 	}
 	out, err := c.run(helmBin(t), "upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
 	if err == nil || !strings.Contains(out, "invalid ownership metadata") {
@@ -180,7 +180,7 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 	c.must(c.kubectl, "annotate", "--overwrite", "crd", "agentruns.agentrun.dev",
 		"meta.helm.sh/release-name=agentrun", "meta.helm.sh/release-namespace=agentrun-system")
 	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
-	if !strings.Contains(c.specFields(), `"cancel"`) {
+	if !strings.Contains(c.specFields(), `"stop"`) {
 		t.Fatal("after the adoption, helm upgrade did not upgrade the CRD")
 	}
 }

@@ -178,8 +178,8 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("the editors cannot read budgets:\n%s", editor)
 			}
 			if n := field(r.get(t, "CustomResourceDefinition", "agentruns.agentrun.dev"), "spec", "versions", 0, "schema", "openAPIV3Schema",
-				"properties", "spec", "properties", "network", "default"); !reflect.DeepEqual(n, map[string]any{"mode": "full"}) {
-				t.Errorf("spec.network default %v, want the generated {mode: full}", n)
+				"properties", "spec", "properties", "network", "default"); !reflect.DeepEqual(n, map[string]any{"mode": "Full"}) {
+				t.Errorf("spec.network default %v, want the generated {mode: Full}", n)
 			}
 		}},
 		{"prices, agent resources and live settings", []string{"--set-json", `prices={"gpt-5.5":{"input":1.25,"output":10},"deepseek-*":{"input":0.27}}`,
@@ -322,13 +322,13 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("validationActions %v", a)
 			}
 		}},
-		{"defaults.network", []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["api.anthropic.com:443"]}`}, func(t *testing.T, r rendered) {
+		{"defaults.network", []string{"--set-json", `defaults.network={"mode":"Custom","allowHosts":["api.anthropic.com:443"]}`}, func(t *testing.T, r rendered) {
 			network := field(r.get(t, "CustomResourceDefinition", "agentruns.agentrun.dev"), "spec", "versions", 0, "schema", "openAPIV3Schema",
 				"properties", "spec", "properties", "network").(map[string]any)
-			if !reflect.DeepEqual(network["default"], fromYAML(t, `{mode: custom, allowHosts: [api.anthropic.com:443]}`)) {
+			if !reflect.DeepEqual(network["default"], fromYAML(t, `{mode: Custom, allowHosts: [api.anthropic.com:443]}`)) {
 				t.Errorf("spec.network default %v", network["default"])
 			}
-			if d := field(network, "properties", "mode", "default"); d != "custom" {
+			if d := field(network, "properties", "mode", "default"); d != "Custom" {
 				t.Errorf("spec.network.mode default %v", d)
 			}
 		}},
@@ -485,8 +485,8 @@ func TestChartRefusesValues(t *testing.T) {
 		{"unknown policy field", []string{"--set", "policy.spec.maxTime=1h"}, "additional properties 'maxTime' not allowed"},
 		{"bad duration", []string{"--set", "policy.spec.maxTimeout=2 hours"}, "/policy/spec/maxTimeout"},
 		{"Deny with Warn", []string{"--set", "policy.validationActions={Deny,Warn}"}, "/policy/validationActions"},
-		{"custom network without hosts", []string{"--set", "defaults.network.mode=custom"}, "missing property 'allowHosts'"},
-		{"an IP address without a port", []string{"--set-json", `defaults.network={"mode":"custom","allowHosts":["10.0.0.5"]}`}, "/defaults/network/allowHosts/0"},
+		{"custom network without hosts", []string{"--set", "defaults.network.mode=Custom"}, "missing property 'allowHosts'"},
+		{"an IP address without a port", []string{"--set-json", `defaults.network={"mode":"Custom","allowHosts":["10.0.0.5"]}`}, "/defaults/network/allowHosts/0"},
 		{"hosts without custom", []string{"--set", "defaults.network.allowHosts={a.example:443}"}, "/defaults/network"},
 		{"manager NetworkPolicy without the API server", []string{"--set", "networkPolicy.manager.enabled=true"}, "/networkPolicy/manager/apiServer"},
 		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},

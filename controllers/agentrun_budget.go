@@ -23,18 +23,6 @@ import (
 )
 
 // Reasons of the budget and the queue.
-const (
-	// ReasonBudgetExhausted: a run waits, Queued without a Job, while an
-	// AgentBudget covering it is spent.
-	ReasonBudgetExhausted = "BudgetExhausted"
-	// ReasonBudgetExceeded: the run was stopped because an AgentBudget
-	// covering it was spent while it ran.
-	ReasonBudgetExceeded = "BudgetExceeded"
-	// ReasonPreempted: a queue (Kueue) suspended or evicted the run's Job
-	// after it had been admitted, and the Job's Pod was deleted for it.
-	ReasonPreempted = "Preempted"
-)
-
 // Annotations the manager puts on a Pod it is about to delete to stop its
 // agent, so that the end it then harvests says why (a deleted Pod's run
 // otherwise ends PodDeleted).
@@ -112,25 +100,25 @@ func spentMessage(b *v1alpha1.AgentBudget) string {
 // its Job once the budget has room (the budget's change brings it back).
 func (r *AgentRunReconciler) reconcileAdmission(ctx context.Context, s *scope) error {
 	run := s.run
-	if s.job != nil || run.Status.JobName != "" || run.Spec.Cancel {
+	if s.job != nil || run.Status.JobName != "" || run.Spec.Stopped() {
 		return nil
 	}
 	b, err := r.spentBudget(ctx, run, s.obs.Now)
 	if err != nil || b == nil {
 		return err
 	}
-	s.hold = &hold{Reason: ReasonBudgetExhausted, Message: spentMessage(b) + "; the run waits until the budget has room"}
+	s.hold = &hold{Reason: v1alpha1.ReasonBudgetExhausted, Message: spentMessage(b) + "; the run waits until the budget has room"}
 	return nil
 }
 
 // reconcileBudgetStop stops a running agent whose budget is spent, as
-// spec.cancel does: the Pod is deleted (the runner passes the SIGTERM on as
+// spec.stop does: the Pod is deleted (the runner passes the SIGTERM on as
 // SIGINT and writes its end, so its usage and result so far are kept), and
 // the harvest ends the run with reason BudgetExceeded, naming the budget
 // from the annotations put on the Pod first.
 func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) error {
 	pod := s.obs.Pod
-	if s.outcome != nil || s.run.Spec.Cancel || pod == nil || pod.DeletionTimestamp != nil ||
+	if s.outcome != nil || s.run.Spec.Stopped() || pod == nil || pod.DeletionTimestamp != nil ||
 		containerStarted(pod, podcontract.AgentContainer) == nil || containerTerminated(pod, podcontract.AgentContainer) != nil {
 		return nil
 	}
@@ -139,12 +127,12 @@ func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) 
 		return err
 	}
 	msg := spentMessage(b)
-	if pod.Annotations[AnnotationStopReason] != ReasonBudgetExceeded {
+	if pod.Annotations[AnnotationStopReason] != v1alpha1.ReasonBudgetExceeded {
 		base := pod.DeepCopy()
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[AnnotationStopReason] = ReasonBudgetExceeded
+		pod.Annotations[AnnotationStopReason] = v1alpha1.ReasonBudgetExceeded
 		pod.Annotations[AnnotationStopMessage] = msg
 		if err := r.Patch(ctx, pod, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -160,7 +148,7 @@ func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) 
 	if err != nil {
 		return err
 	}
-	s.events = append(s.events, event{corev1.EventTypeWarning, ReasonBudgetExceeded,
+	s.events = append(s.events, event{corev1.EventTypeWarning, v1alpha1.ReasonBudgetExceeded,
 		msg + ": stopping the agent in Pod " + pod.Name + " (SIGTERM, passed on as SIGINT); its usage and result so far are kept"})
 	return nil
 }
@@ -172,12 +160,12 @@ func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) 
 // the Job controller deletes its Pod). It is a pure function of the
 // observation and the computed outcome.
 func refineOutcome(o observation, oc *outcome) *outcome {
-	if oc == nil || oc.Reason != ReasonPodDeleted {
+	if oc == nil || oc.Reason != v1alpha1.ReasonPodDeleted {
 		return oc
 	}
 	p := o.Pod
-	if p != nil && p.Annotations[AnnotationStopReason] == ReasonBudgetExceeded {
-		oc.Reason, oc.FromSummary = ReasonBudgetExceeded, false
+	if p != nil && p.Annotations[AnnotationStopReason] == v1alpha1.ReasonBudgetExceeded {
+		oc.Reason, oc.FromSummary = v1alpha1.ReasonBudgetExceeded, false
 		msg := p.Annotations[AnnotationStopMessage]
 		if msg == "" {
 			msg = "an AgentBudget covering the run is spent"
@@ -190,7 +178,7 @@ func refineOutcome(o observation, oc *outcome) *outcome {
 		return oc
 	}
 	if jobSuspended(o.Job) {
-		oc.Reason, oc.FromSummary = ReasonPreempted, false
+		oc.Reason, oc.FromSummary = v1alpha1.ReasonPreempted, false
 		oc.Detail = "preempted: the run's Job was suspended by its queue (Kueue preemption or eviction) and its Pod deleted; " + oc.Detail +
 			"; usage and result are what it had reached (README.md, \"Kueue\", says how to resume a run with a session volume)"
 	}
@@ -284,7 +272,7 @@ func windowEndEqual(a, b *metav1.Time) bool {
 // holdDetail is what a run held for a budget says in its Queued event.
 func holdDetail(st v1alpha1.AgentRunStatus) (string, bool) {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRunning)
-	if c == nil || c.Reason != ReasonBudgetExhausted {
+	if c == nil || c.Reason != v1alpha1.ReasonBudgetExhausted {
 		return "", false
 	}
 	return fmt.Sprint(c.Message), true

@@ -35,8 +35,8 @@ func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc 
 		cond(v1alpha1.ConditionEnded, metav1.ConditionTrue, reason, msg)
 		cond(v1alpha1.ConditionReady, boolStatus(ok), reason, msg)
 		cond(v1alpha1.ConditionStalled, boolStatus(!ok), reason, msg)
-		cond(v1alpha1.ConditionReconciling, metav1.ConditionFalse, ReasonEnded, "the run has ended")
-		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, ReasonEnded, "the run has ended")
+		cond(v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonEnded, "the run has ended")
+		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, v1alpha1.ReasonEnded, "the run has ended")
 		return out
 	}
 	var doing string
@@ -56,8 +56,8 @@ func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc 
 		if cut {
 			m += "…"
 		}
-		cond(v1alpha1.ConditionStalled, metav1.ConditionTrue, ReasonPodRejected, m)
-		cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, ReasonPodRejected, m)
+		cond(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonPodRejected, m)
+		cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonPodRejected, m)
 		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, phase, doing)
 		return out
 	}
@@ -78,7 +78,7 @@ func endReason(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome
 	if r := endReasons[st.EndStatus]; r != "" {
 		return r
 	}
-	return "Failed"
+	return v1alpha1.ReasonFailed
 }
 
 func boolStatus(b bool) metav1.ConditionStatus {

@@ -167,7 +167,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 
 // newScope reads the run's Job and Pods from the cache.
 func (r *AgentRunReconciler) newScope(ctx context.Context, run *v1alpha1.AgentRun) (*scope, error) {
-	s := &scope{run: run, obs: observation{Now: r.Clock.Now(), Cancel: run.Spec.Cancel, Started: run.Status.StartTime != nil}}
+	s := &scope{run: run, obs: observation{Now: r.Clock.Now(), Cancel: run.Spec.Stopped(), Started: run.Status.StartTime != nil}}
 	job := &batchv1.Job{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: JobName(run.Name)}, job)
 	switch {

@@ -440,11 +440,11 @@ func TestFailuresWithoutSummary(t *testing.T) {
 		{"oom", func(job *batchv1.Job) {
 			pod := h.startPod(job)
 			h.setStatus(pod, agentExited(h.clock.Now(), 137, "OOMKilled", "", true))
-		}, ReasonOOMKilled, "memory limit"},
+		}, v1alpha1.ReasonOOMKilled, "memory limit"},
 		{"crash", func(job *batchv1.Job) {
 			pod := h.startPod(job)
 			h.setStatus(pod, agentExited(h.clock.Now(), 2, "Error", "", true))
-		}, ReasonNoSummary, "exited with code 2"},
+		}, v1alpha1.ReasonNoSummary, "exited with code 2"},
 		{"deadline", func(job *batchv1.Job) {
 			h.modify(job, true, func() {
 				job.Status.StartTime = ptr.To(metav1.NewTime(h.clock.Now()))
@@ -454,7 +454,7 @@ func TestFailuresWithoutSummary(t *testing.T) {
 						Message: "Job was active longer than specified deadline", LastTransitionTime: metav1.NewTime(h.clock.Now())}}
 				job.Status.Failed = 1
 			})
-		}, ReasonDeadlineExceeded, "activeDeadlineSeconds (4200s)"},
+		}, v1alpha1.ReasonDeadlineExceeded, "activeDeadlineSeconds (4200s)"},
 		{"badimage", func(job *batchv1.Job) {
 			pod := h.startPod(job)
 			h.setStatus(pod, func(s *corev1.PodStatus) {
@@ -462,7 +462,7 @@ func TestFailuresWithoutSummary(t *testing.T) {
 				s.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer, Image: "nope",
 					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "InvalidImageName", Message: `couldn't parse image name "nope:"`}}}}
 			})
-		}, ReasonImagePullFailed, "InvalidImageName"},
+		}, v1alpha1.ReasonImagePullFailed, "InvalidImageName"},
 		{"unschedulable", func(job *batchv1.Job) {
 			pod := h.startPod(job)
 			h.setStatus(pod, func(s *corev1.PodStatus) {
@@ -470,7 +470,7 @@ func TestFailuresWithoutSummary(t *testing.T) {
 				s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 					Message: "0/1 nodes are available: 1 Insufficient memory.", LastTransitionTime: metav1.NewTime(h.clock.Now().Add(-time.Hour))}}
 			})
-		}, ReasonUnschedulable, "Insufficient memory"},
+		}, v1alpha1.ReasonUnschedulable, "Insufficient memory"},
 	}
 	for _, s := range stories {
 		h.createRun(s.name, nil)
@@ -526,7 +526,7 @@ func TestImagePullGraceWithInjectedClock(t *testing.T) {
 	h.clock.Step(h.graces.Startup + time.Minute)
 	h.poke("pull")
 	run := h.phaseIs("pull", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != ReasonImagePullFailed {
+	if c := succeeded(run); c.Reason != v1alpha1.ReasonImagePullFailed {
 		t.Errorf("reason %s", c.Reason)
 	}
 }
@@ -570,7 +570,7 @@ func TestPodRejected(t *testing.T) {
 	h.eventually("PodRejected reported", func() string {
 		run := h.get("refused")
 		c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionStalled)
-		if run.Status.Phase != v1alpha1.PhasePending || c == nil || c.Reason != ReasonPodRejected || !strings.Contains(c.Message, "violates PodSecurity") {
+		if run.Status.Phase != v1alpha1.PhasePending || c == nil || c.Reason != v1alpha1.ReasonPodRejected || !strings.Contains(c.Message, "violates PodSecurity") {
 			return fmt.Sprintf("phase %s, Stalled %+v", run.Status.Phase, c)
 		}
 		return ""
@@ -585,7 +585,7 @@ func TestPodRejected(t *testing.T) {
 	h.clock.Step(h.graces.Startup + time.Minute)
 	h.poke("refused")
 	run := h.phaseIs("refused", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != ReasonPodRejected || !strings.Contains(run.Status.Detail, "violates PodSecurity") {
+	if c := succeeded(run); c.Reason != v1alpha1.ReasonPodRejected || !strings.Contains(run.Status.Detail, "violates PodSecurity") {
 		t.Errorf("Succeeded %s: %s", c.Reason, run.Status.Detail)
 	}
 }
@@ -615,7 +615,7 @@ func TestPodDeletedBeforeHarvest(t *testing.T) {
 	})
 	run := h.phaseIs("vanish", v1alpha1.PhaseFailed)
 	c := succeeded(run)
-	if c.Reason != ReasonPodVanished || c.Status != metav1.ConditionFalse || run.Status.Result != nil {
+	if c.Reason != v1alpha1.ReasonPodVanished || c.Status != metav1.ConditionFalse || run.Status.Result != nil {
 		t.Errorf("a vanished Pod must give a failure saying so, never an empty success: %+v", c)
 	}
 	h.waitEvent("vanish", "Warning/PodVanished")
@@ -636,7 +636,7 @@ func TestDeletedPodStillHarvested(t *testing.T) {
 	e.Status, e.ExitCode = events.StatusInterrupted, nil
 	h.setStatus(pod, agentExited(h.clock.Now(), 130, "Error", message(e), true))
 	run := h.phaseIs("deleted", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != ReasonPodDeleted || *run.Status.Result != "partial answer" ||
+	if c := succeeded(run); c.Reason != v1alpha1.ReasonPodDeleted || *run.Status.Result != "partial answer" ||
 		!strings.HasPrefix(run.Status.Detail, "the Pod was deleted at ") || run.Status.EndStatus != events.StatusInterrupted {
 		t.Errorf("condition %+v result %v detail %q", c, run.Status.Result, run.Status.Detail)
 	}
@@ -658,7 +658,7 @@ func TestJobDeletedUnderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := h.phaseIs("nojob", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != ReasonJobDeleted {
+	if c := succeeded(run); c.Reason != v1alpha1.ReasonJobDeleted {
 		t.Errorf("reason %s", c.Reason)
 	}
 	h.consistently("no new Job for an ended run", 500*time.Millisecond, func() string {
@@ -733,12 +733,12 @@ func TestStatusNeverRegresses(t *testing.T) {
 	})
 }
 
-// TestTTLRemovesJobKeepsRecord: spec.ttlSecondsAfterFinished deletes the
+// TestTTLRemovesJobKeepsRecord: spec.retention.jobTTLAfterEnd deletes the
 // Job (and with it the Pod) once it has passed; the AgentRun stays with its
 // status, so a GitOps tool has nothing to re-create and nothing runs again.
 func TestTTLRemovesJobKeepsRecord(t *testing.T) {
 	h := newHarness(t)
-	h.createRun("ttl", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](600) })
+	h.createRun("ttl", func(s *v1alpha1.AgentRunSpec) { s.Retention = &v1alpha1.Retention{JobTTLAfterEnd: "10m"} })
 	job := h.job("ttl")
 	pod := h.startPod(job)
 	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", message(anEnd("bye")), true))
@@ -759,7 +759,7 @@ func TestTTLRemovesJobKeepsRecord(t *testing.T) {
 		}
 		return fmt.Sprintf("still there: %v", err)
 	})
-	h.waitEvent("ttl", "Normal/JobRemoved: spec.ttlSecondsAfterFinished (600s) has passed")
+	h.waitEvent("ttl", "Normal/JobRemoved: spec.retention.jobTTLAfterEnd (10m) has passed")
 	h.poke("ttl")
 	h.consistently("the AgentRun stays with its record, and nothing runs again", time.Second, func() string {
 		run := &v1alpha1.AgentRun{}
@@ -778,11 +778,11 @@ func TestTTLRemovesJobKeepsRecord(t *testing.T) {
 	})
 }
 
-// cancel sets spec.cancel, as a user (or a GitOps tool) would.
+// cancel sets spec.stop, as a user (or a GitOps tool) would.
 func (h *harness) cancel(name string) {
 	h.t.Helper()
 	run := h.get(name)
-	h.modify(run, false, func() { run.Spec.Cancel = true })
+	h.modify(run, false, func() { run.Spec.Stop = v1alpha1.StopGraceful })
 }
 
 // kstatusOf computes the run's kstatus (what Flux and kpt read) from the
@@ -809,7 +809,7 @@ func conditionIs(run *v1alpha1.AgentRun, typ string) string {
 	return string(c.Status) + "/" + c.Reason
 }
 
-// TestCancelRunning: spec.cancel on a running run deletes its Pod (the
+// TestCancelRunning: spec.stop on a running run deletes its Pod (the
 // kubelet's SIGTERM makes the agent end as interrupted and write its
 // summary); the harvest keeps the partial usage and result, the run ends
 // Failed with reason Cancelled, and the record stays. `kubectl wait` on the
@@ -833,7 +833,7 @@ func TestCancelRunning(t *testing.T) {
 		}
 		return ""
 	})
-	h.waitEvent("cancel", "Normal/Cancelling: spec.cancel is set: stopping the agent in Pod "+pod.Name)
+	h.waitEvent("cancel", "Normal/Cancelling: spec.stop is set: stopping the agent in Pod "+pod.Name)
 	if run := h.get("cancel"); run.Status.Phase != v1alpha1.PhaseRunning {
 		t.Errorf("phase %s while the agent stops: it runs until it has written its end", run.Status.Phase)
 	}
@@ -846,7 +846,7 @@ func TestCancelRunning(t *testing.T) {
 	run := h.phaseIs("cancel", v1alpha1.PhaseFailed)
 	st := run.Status
 	if st.EndStatus != events.StatusInterrupted || *st.Result != "partial answer" || st.Usage == nil || *st.Usage.InputTokens != 18234 ||
-		!strings.HasPrefix(st.Detail, "cancelled (spec.cancel): the agent was stopped at ") {
+		!strings.HasPrefix(st.Detail, "cancelled (spec.stop): the agent was stopped at ") {
 		t.Errorf("status %+v", st)
 	}
 	for typ, want := range map[string]string{v1alpha1.ConditionSucceeded: "False/Cancelled", v1alpha1.ConditionEnded: "True/Cancelled",
@@ -918,7 +918,7 @@ func TestCancelQueued(t *testing.T) {
 func TestCancelBeforeJob(t *testing.T) {
 	h := newHarness(t)
 	h.stopController()
-	h.createRun("never", func(s *v1alpha1.AgentRunSpec) { s.Cancel = true })
+	h.createRun("never", func(s *v1alpha1.AgentRunSpec) { s.Stop = v1alpha1.StopGraceful })
 	h.start()
 	run := h.phaseIs("never", v1alpha1.PhaseFailed)
 	if conditionIs(run, v1alpha1.ConditionEnded) != "True/Cancelled" || !strings.Contains(run.Status.Detail, "before its Job was created") ||
@@ -933,7 +933,7 @@ func TestCancelBeforeJob(t *testing.T) {
 	})
 }
 
-// TestCancelAfterEnd: spec.cancel on a run that has ended changes nothing
+// TestCancelAfterEnd: spec.stop on a run that has ended changes nothing
 // but the generation the status reports, so health tools read the run as
 // before instead of waiting for a generation nobody will observe.
 func TestCancelAfterEnd(t *testing.T) {

@@ -22,27 +22,27 @@ func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
 	var out []event
 	if old.Phase != st.Phase && st.Phase == v1alpha1.PhaseQueued {
 		if msg, held := holdDetail(st); held {
-			out = append(out, event{corev1.EventTypeNormal, ReasonBudgetExhausted, msg})
+			out = append(out, event{corev1.EventTypeNormal, v1alpha1.ReasonBudgetExhausted, msg})
 		} else {
-			out = append(out, event{corev1.EventTypeNormal, "Queued", "the Job " + st.JobName + " is suspended until a queue admits it"})
+			out = append(out, event{corev1.EventTypeNormal, v1alpha1.ReasonQueued, "the Job " + st.JobName + " is suspended until a queue admits it"})
 		}
 	}
 	if old.StartTime == nil && st.StartTime != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Started", "the agent started in Pod " + st.PodName})
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == ReasonPodRejected && !isTerminal(st) {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonPodRejected && !isTerminal(st) {
 		// Once per refusal message: the Job controller retries with
 		// backoff, and each retry repeats it.
 		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStalled); was == nil || was.Message != c.Message {
-			out = append(out, event{corev1.EventTypeWarning, ReasonPodRejected, c.Message})
+			out = append(out, event{corev1.EventTypeWarning, v1alpha1.ReasonPodRejected, c.Message})
 		}
 	}
 	if !isTerminal(old) && isTerminal(st) {
 		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSucceeded)
 		switch {
 		case st.Phase == v1alpha1.PhaseSucceeded:
-			out = append(out, event{corev1.EventTypeNormal, "Finished", finishedMessage(st)})
-		case c.Reason == ReasonCancelled:
+			out = append(out, event{corev1.EventTypeNormal, v1alpha1.ReasonFinished, finishedMessage(st)})
+		case c.Reason == v1alpha1.ReasonCancelled:
 			// Asked for, so not a warning.
 			out = append(out, event{corev1.EventTypeNormal, c.Reason, c.Message})
 		default:

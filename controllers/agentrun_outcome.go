@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/podcontract"
 )
@@ -56,7 +57,7 @@ type observation struct {
 	// the summary was cut.
 	LogEnd *events.End
 	LogErr error
-	// Cancel: spec.cancel is set.
+	// Cancel: spec.stop is set.
 	Cancel bool
 	// Started: the agent container was seen running before (status has
 	// a startTime), even if its Pod is not seen now.
@@ -93,12 +94,12 @@ type outcome struct {
 
 // endReasons are the condition reasons of the end statuses.
 var endReasons = map[string]string{
-	events.StatusFinished:    "Finished",
-	events.StatusFailed:      "Failed",
-	events.StatusInterrupted: "Interrupted",
-	events.StatusTimeout:     "Timeout",
-	events.StatusLimit:       "Limit",
-	events.StatusRejected:    "Rejected",
+	events.StatusFinished:    v1alpha1.ReasonFinished,
+	events.StatusFailed:      v1alpha1.ReasonFailed,
+	events.StatusInterrupted: v1alpha1.ReasonInterrupted,
+	events.StatusTimeout:     v1alpha1.ReasonTimeout,
+	events.StatusLimit:       v1alpha1.ReasonLimit,
+	events.StatusRejected:    v1alpha1.ReasonRejected,
 }
 
 // imagePullReasons are the container waiting reasons of an image that
@@ -123,32 +124,32 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		// Nothing ran, so nothing is lost by ending now; the reconciler
 		// deletes the Job before this is written, so a queue cannot start
 		// it in between.
-		return &outcome{EndStatus: events.StatusInterrupted, Reason: ReasonCancelled, Completion: o.Now,
+		return &outcome{EndStatus: events.StatusInterrupted, Reason: v1alpha1.ReasonCancelled, Completion: o.Now,
 			Detail: cancelledBeforeStart(o)}, 0
 	}
 	switch {
 	case o.PodGone:
-		return fail(ReasonPodVanished, "the Pod was deleted before the agent's result was read; the run's outcome is unknown"), 0
+		return fail(v1alpha1.ReasonPodVanished, "the Pod was deleted before the agent's result was read; the run's outcome is unknown"), 0
 	case o.JobGone:
-		return fail(ReasonJobDeleted, "the Job was deleted before the run ended"), 0
+		return fail(v1alpha1.ReasonJobDeleted, "the Job was deleted before the run ended"), 0
 	}
 	var wait waiter
 	if r := o.Rejection; r != nil && o.Pod == nil && wait.until(o.Now, r.Since.Add(g.Startup)) {
 		// Admission refusals do not heal by themselves (someone must
 		// change the namespace's labels, a quota or the spec), but a
 		// quota freed or a webhook back up does: so a grace, not at once.
-		return fail(ReasonPodRejected, fmt.Sprintf("the Job could not create the run's Pod for %s; the Job controller reported: %s", g.Startup, r.Message)), 0
+		return fail(v1alpha1.ReasonPodRejected, fmt.Sprintf("the Job could not create the run's Pod for %s; the Job controller reported: %s", g.Startup, r.Message)), 0
 	}
 	if p := o.Pod; p != nil {
 		if p.Status.Phase == corev1.PodFailed && p.Status.Reason != "" {
-			reason, detail := ReasonJobFailed, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)
+			reason, detail := v1alpha1.ReasonJobFailed, fmt.Sprintf("the Pod failed before the agent ended: %s: %s", p.Status.Reason, p.Status.Message)
 			switch p.Status.Reason {
 			case "Evicted":
-				reason = ReasonEvicted
+				reason = v1alpha1.ReasonEvicted
 			case "AppArmor":
 				// The kubelet refuses a Pod whose AppArmor profile it
 				// cannot enforce (no AppArmor, or the profile not loaded).
-				reason = ReasonSandboxUnavailable
+				reason = v1alpha1.ReasonSandboxUnavailable
 				detail = fmt.Sprintf("the node cannot run the sandbox: its kubelet refused the Pod (%s: %s); %s",
 					p.Status.Reason, p.Status.Message, appArmorFix)
 			}
@@ -158,9 +159,9 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		if dt := p.DeletionTimestamp; dt != nil && wait.until(o.Now, dt.Add(g.Deletion)) {
 			detail := fmt.Sprintf("the Pod was deleted at %s and its agent never reported an end", deletionRequested(p))
 			if o.Cancel {
-				return fail(ReasonCancelled, "cancelled (spec.cancel): "+detail), 0
+				return fail(v1alpha1.ReasonCancelled, "cancelled (spec.stop): "+detail), 0
 			}
-			return fail(ReasonPodDeleted, detail), 0
+			return fail(v1alpha1.ReasonPodDeleted, detail), 0
 		}
 		if oc := startupOutcome(o, g, &wait); oc != nil {
 			return oc, 0
@@ -173,9 +174,9 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		if o.Pod == nil || o.Pod.Status.Phase == corev1.PodFailed || o.Pod.Status.Phase == corev1.PodSucceeded ||
 			wait.until(o.Now, c.LastTransitionTime.Add(terminationGraceSeconds*time.Second+g.Deletion)) {
 			if c.Reason == batchv1.JobReasonDeadlineExceeded {
-				return fail(ReasonDeadlineExceeded, deadlineDetail(o.Job)), 0
+				return fail(v1alpha1.ReasonDeadlineExceeded, deadlineDetail(o.Job)), 0
 			}
-			return fail(ReasonJobFailed, fmt.Sprintf("the Job failed before the agent ended: %s: %s", c.Reason, c.Message)), 0
+			return fail(v1alpha1.ReasonJobFailed, fmt.Sprintf("the Job failed before the agent ended: %s: %s", c.Reason, c.Message)), 0
 		}
 	}
 	return nil, wait.next
@@ -196,16 +197,16 @@ func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
 		var reason string
 		switch {
 		case imagePullReasons[w.Reason]:
-			reason = ReasonImagePullFailed
+			reason = v1alpha1.ReasonImagePullFailed
 		case configReasons[w.Reason] && cs.Name == podcontract.AgentContainer && sandboxProfileError(w.Message):
 			if wait.until(o.Now, since.Add(g.SandboxProfile)) {
-				return &outcome{EndStatus: events.StatusFailed, Reason: ReasonSandboxUnavailable, Completion: o.Now,
+				return &outcome{EndStatus: events.StatusFailed, Reason: v1alpha1.ReasonSandboxUnavailable, Completion: o.Now,
 					Detail: fmt.Sprintf("the node cannot run the sandbox: container %s cannot start: %s: %s; %s",
 						cs.Name, w.Reason, w.Message, profileFix(w.Message))}
 			}
 			continue
 		case configReasons[w.Reason]:
-			reason = ReasonContainerConfigError
+			reason = v1alpha1.ReasonContainerConfigError
 		default:
 			continue
 		}
@@ -221,7 +222,7 @@ func startupOutcome(o observation, g Graces, wait *waiter) *outcome {
 				from = since
 			}
 			if wait.until(o.Now, from.Add(g.Unschedulable)) {
-				return &outcome{EndStatus: events.StatusFailed, Reason: ReasonUnschedulable, Completion: o.Now,
+				return &outcome{EndStatus: events.StatusFailed, Reason: v1alpha1.ReasonUnschedulable, Completion: o.Now,
 					Detail: fmt.Sprintf("the Pod could not be scheduled for %s: %s", g.Unschedulable, c.Message)}
 			}
 		}
@@ -266,7 +267,7 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 	if s := o.Summary; s != nil {
 		oc := &outcome{EndStatus: s.Status, Reason: endReasons[s.Status], Detail: s.Detail, Completion: completion, FromSummary: true}
 		if oc.Reason == "" {
-			oc.Reason = "Failed"
+			oc.Reason = v1alpha1.ReasonFailed
 		}
 		if s.ExitCode != nil {
 			oc.ExitCode = int32Ptr(int32(*s.ExitCode))
@@ -274,18 +275,18 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		if s.Isolation != nil && s.Isolation.Unavailable {
 			// The runner could not build the sandbox on this node; its
 			// detail names the cause and the fix.
-			oc.Reason = ReasonSandboxUnavailable
+			oc.Reason = v1alpha1.ReasonSandboxUnavailable
 		}
 		switch {
 		case s.Status != events.StatusInterrupted:
 		case deadlineHit:
 			// Stopped by the Job's backstop, not by a person.
-			oc.Reason, oc.Detail, oc.FromSummary = ReasonDeadlineExceeded, deadlineDetail(o.Job), false
+			oc.Reason, oc.Detail, oc.FromSummary = v1alpha1.ReasonDeadlineExceeded, deadlineDetail(o.Job), false
 		case o.Cancel:
-			// The controller deleted the Pod for spec.cancel: the
+			// The controller deleted the Pod for spec.stop: the
 			// interruption was asked for, not suffered.
-			oc.Reason, oc.FromSummary = ReasonCancelled, false
-			oc.Detail = "cancelled (spec.cancel): the agent was stopped"
+			oc.Reason, oc.FromSummary = v1alpha1.ReasonCancelled, false
+			oc.Detail = "cancelled (spec.stop): the agent was stopped"
 			if o.Pod != nil && o.Pod.DeletionTimestamp != nil {
 				oc.Detail += " at " + deletionRequested(o.Pod)
 			}
@@ -293,7 +294,7 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 		case o.Pod != nil && o.Pod.DeletionTimestamp != nil:
 			// The SIGTERM came from the Pod's deletion (kubectl delete, a
 			// drain, an API eviction): say so, the agent cannot know.
-			oc.Reason, oc.FromSummary = ReasonPodDeleted, false
+			oc.Reason, oc.FromSummary = v1alpha1.ReasonPodDeleted, false
 			oc.Detail = fmt.Sprintf("the Pod was deleted at %s and its agent was stopped", deletionRequested(o.Pod))
 		}
 		return oc
@@ -302,21 +303,21 @@ func terminatedOutcome(o observation, t *corev1.ContainerStateTerminated) *outco
 	msg := firstLine(t.Message, 300)
 	switch {
 	case t.Reason == "OOMKilled":
-		oc.Reason = ReasonOOMKilled
+		oc.Reason = v1alpha1.ReasonOOMKilled
 		oc.Detail = fmt.Sprintf("the agent container was killed for exceeding its memory limit (OOMKilled, exit code %d); raise spec.podOverrides.resources.limits.memory", t.ExitCode)
 	case deadlineHit:
-		oc.Reason, oc.Detail = ReasonDeadlineExceeded, deadlineDetail(o.Job)
+		oc.Reason, oc.Detail = v1alpha1.ReasonDeadlineExceeded, deadlineDetail(o.Job)
 	case o.Pod != nil && o.Pod.Status.Reason == "Evicted":
-		oc.Reason = ReasonEvicted
+		oc.Reason = v1alpha1.ReasonEvicted
 		oc.Detail = "the Pod was evicted before the agent ended: " + o.Pod.Status.Message
 	default:
-		oc.Reason = ReasonNoSummary
+		oc.Reason = v1alpha1.ReasonNoSummary
 		oc.Detail = fmt.Sprintf("the agent container exited with code %d (%s) without an end summary", t.ExitCode, t.Reason)
 		if o.SummaryErr != nil {
 			oc.Detail += ": " + o.SummaryErr.Error()
 		}
 	}
-	if msg != "" && oc.Reason != ReasonNoSummary {
+	if msg != "" && oc.Reason != v1alpha1.ReasonNoSummary {
 		oc.Detail += "; termination message: " + msg
 	}
 	return oc
@@ -337,11 +338,11 @@ func deletionRequested(p *corev1.Pod) string {
 func cancelledBeforeStart(o observation) string {
 	switch {
 	case o.Job == nil && !o.JobGone:
-		return "cancelled (spec.cancel) before its Job was created: the agent never ran"
+		return "cancelled (spec.stop) before its Job was created: the agent never ran"
 	case o.Job != nil && o.Job.Spec.Suspend != nil && *o.Job.Spec.Suspend:
-		return "cancelled (spec.cancel) while queued (its Job was suspended): the agent never ran"
+		return "cancelled (spec.stop) while queued (its Job was suspended): the agent never ran"
 	}
-	return "cancelled (spec.cancel) before the agent started: the agent never ran"
+	return "cancelled (spec.stop) before the agent started: the agent never ran"
 }
 
 func deadlineDetail(job *batchv1.Job) string {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/podcontract"
 )
@@ -37,7 +38,7 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		return nil
 	}
 	name := JobName(run.Name)
-	if run.Spec.Cancel && run.Status.JobName == "" {
+	if run.Spec.Stopped() && run.Status.JobName == "" {
 		// Cancelled before it had a Job: it never gets one.
 		return nil
 	}
@@ -80,7 +81,7 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		}
 	case apierrors.IsInvalid(err):
 		// The API server will never accept this Job: the run cannot start.
-		s.outcome = &outcome{EndStatus: events.StatusRejected, Reason: "JobRejected", Completion: s.obs.Now,
+		s.outcome = &outcome{EndStatus: events.StatusRejected, Reason: v1alpha1.ReasonJobRejected, Completion: s.obs.Now,
 			Detail: "the API server rejected the run's Job: " + err.Error()}
 		return nil
 	default:
@@ -176,7 +177,7 @@ func (r *AgentRunReconciler) readEventLog(ctx context.Context, s *scope, pod *co
 	return true
 }
 
-// reconcileCancel carries out spec.cancel. A run whose agent has not
+// reconcileCancel carries out spec.stop. A run whose agent has not
 // started has its outcome already (computeOutcome): its Job goes now,
 // before that outcome is written, so a queue cannot start it in between. A
 // running agent is stopped by deleting its Pod: the kubelet's SIGTERM,
@@ -186,11 +187,11 @@ func (r *AgentRunReconciler) readEventLog(ctx context.Context, s *scope, pod *co
 // for it: with backoffLimit 0 it fails and starts no other Pod (and
 // reconcileEnded deletes one that does).
 func (r *AgentRunReconciler) reconcileCancel(ctx context.Context, s *scope) error {
-	if !s.run.Spec.Cancel {
+	if !s.run.Spec.Stopped() {
 		return nil
 	}
 	if oc := s.outcome; oc != nil {
-		if oc.Reason == ReasonCancelled && s.obs.neverStarted() && s.job != nil && s.job.DeletionTimestamp == nil && metav1.IsControlledBy(s.job, s.run) {
+		if oc.Reason == v1alpha1.ReasonCancelled && s.obs.neverStarted() && s.job != nil && s.job.DeletionTimestamp == nil && metav1.IsControlledBy(s.job, s.run) {
 			_, err := r.deleteJob(ctx, s.job)
 			return err
 		}
@@ -210,13 +211,13 @@ func (r *AgentRunReconciler) reconcileCancel(ctx context.Context, s *scope) erro
 		return err
 	}
 	s.events = append(s.events, event{corev1.EventTypeNormal, "Cancelling",
-		"spec.cancel is set: stopping the agent in Pod " + pod.Name + " (SIGTERM, passed on as SIGINT); its usage and result so far are kept"})
+		"spec.stop is set: stopping the agent in Pod " + pod.Name + " (SIGTERM, passed on as SIGINT); its usage and result so far are kept"})
 	return nil
 }
 
 // reconcileEnded runs once the end is in status: it releases the Pod (its
 // result is safe now), stops a Job that never got its agent going, and
-// deletes the Job (with its Pod) when spec.ttlSecondsAfterFinished has
+// deletes the Job (with its Pod) when spec.retention.jobTTLAfterEnd has
 // passed. The AgentRun itself always stays: it is the run's record, and a
 // GitOps tool would re-create a deleted one and so run it again.
 func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) error {
@@ -235,11 +236,11 @@ func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) error
 		_, err := r.deleteJob(ctx, job)
 		return err
 	}
-	ttl := s.run.Spec.TTLSecondsAfterFinished
-	if ttl == nil || s.run.Status.CompletionTime == nil {
+	ttl, set := s.run.Spec.JobTTL()
+	if !set || s.run.Status.CompletionTime == nil {
 		return nil
 	}
-	expires := s.run.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	expires := s.run.Status.CompletionTime.Add(ttl)
 	if now := s.obs.Now; now.Before(expires) {
 		s.requeueAfter(expires.Sub(now))
 		return nil
@@ -249,7 +250,7 @@ func (r *AgentRunReconciler) reconcileEnded(ctx context.Context, s *scope) error
 		return err
 	}
 	s.events = append(s.events, event{corev1.EventTypeNormal, "JobRemoved", fmt.Sprintf(
-		"spec.ttlSecondsAfterFinished (%ds) has passed: the Job %s and its Pod are deleted; this AgentRun keeps the run's record", *ttl, job.Name)})
+		"spec.retention.jobTTLAfterEnd (%s) has passed: the Job %s and its Pod are deleted; this AgentRun keeps the run's record", s.run.Spec.Retention.JobTTLAfterEnd, job.Name)})
 	return nil
 }
 

@@ -10,33 +10,6 @@ import (
 	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
-// Condition reasons besides the end statuses (see v1alpha1.ConditionSucceeded).
-const (
-	ReasonDeadlineExceeded     = "DeadlineExceeded"
-	ReasonOOMKilled            = "OOMKilled"
-	ReasonImagePullFailed      = "ImagePullFailed"
-	ReasonContainerConfigError = "ContainerConfigError"
-	ReasonUnschedulable        = "Unschedulable"
-	ReasonEvicted              = "Evicted"
-	ReasonNoSummary            = "NoSummary"
-	ReasonPodVanished          = "PodVanished"
-	ReasonPodDeleted           = "PodDeleted"
-	ReasonJobDeleted           = "JobDeleted"
-	ReasonJobFailed            = "JobFailed"
-	// ReasonSandboxUnavailable: the node could not run the bubblewrap
-	// sandbox (its seccomp or AppArmor profile missing or too strict,
-	// user namespaces disabled); the agent never ran unsandboxed.
-	ReasonSandboxUnavailable = "SandboxUnavailable"
-	// ReasonPodRejected: the Job could not create the run's Pod (Pod
-	// Security admission, a quota, an admission webhook).
-	ReasonPodRejected = "PodRejected"
-	// ReasonCancelled: spec.cancel stopped the run (end status
-	// interrupted), or ended it before its agent started.
-	ReasonCancelled = "Cancelled"
-	// ReasonEnded is the Running and Reconciling reason of an ended run.
-	ReasonEnded = "Ended"
-)
-
 // Status bounds. An AgentRun must stay far below etcd's 1.5 MiB object
 // limit, and lists of many runs are read at once; the event log keeps the
 // whole text.
@@ -82,7 +55,7 @@ func isTerminal(st v1alpha1.AgentRunStatus) bool { return phaseRank(st.Phase) ==
 // its status, a running one does not return to pending, and names and
 // times once set stay.
 //
-// An ended run still reports the generation it has seen (spec.cancel set
+// An ended run still reports the generation it has seen (spec.stop set
 // after the end bumps it, and kstatus reads a stale observedGeneration as
 // InProgress), and gets any condition an older manager did not write,
 // from its Succeeded condition.
@@ -90,6 +63,15 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 	st := *old.DeepCopy()
 	if isTerminal(old) {
 		st.ObservedGeneration = generation
+		if iso := st.Isolation; iso != nil {
+			// A record written before the modes were CamelCase.
+			if m, ok := v1alpha1.SandboxModeFromFlag(string(iso.Sandbox)); ok {
+				iso.Sandbox = m
+			}
+			if m, ok := v1alpha1.NetworkModeFromFlag(string(iso.NetworkMode)); ok {
+				iso.NetworkMode = m
+			}
+		}
 		st.Conditions = computeConditions(st.Conditions, st, nil, nil, generation, o.Now)
 		return st
 	}
@@ -141,7 +123,7 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 			st.SessionID = *s.SessionID
 		}
 		if iso := s.Isolation; iso != nil && !iso.Unavailable {
-			st.Isolation = &v1alpha1.Isolation{Sandbox: iso.Sandbox, NetworkMode: iso.NetworkMode, NetworkEnforced: iso.NetworkEnforced}
+			st.Isolation = statusIsolation(*iso)
 		}
 		c := s.Counters
 		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
@@ -170,6 +152,18 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		detail = d + "…"
 	}
 	st.Detail = detail
+}
+
+// statusIsolation is the runner's report of how the agent ran in the API's
+// spelling; nil for a mode the API does not know (a newer runner's), which
+// status could not hold.
+func statusIsolation(iso podcontract.Isolation) *v1alpha1.Isolation {
+	sandbox, ok := v1alpha1.SandboxModeFromFlag(iso.Sandbox)
+	network, known := v1alpha1.NetworkModeFromFlag(iso.NetworkMode)
+	if !ok || !known {
+		return nil
+	}
+	return &v1alpha1.Isolation{Sandbox: sandbox, NetworkMode: network, NetworkEnforced: iso.NetworkEnforced}
 }
 
 // statusUsage is end.usage in status form: cost as a decimal string.

@@ -120,45 +120,45 @@ func TestComputeOutcome(t *testing.T) {
 			wantReason: "Timeout", wantStatus: events.StatusTimeout},
 		{name: "interrupted by the Job deadline", obs: observation{Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
 			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
-			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted, wantDetail: "activeDeadlineSeconds (4200s)"},
+			wantReason: v1alpha1.ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted, wantDetail: "activeDeadlineSeconds (4200s)"},
 		{name: "OOM-killed without a summary", obs: observation{Job: testJob(nil),
 			Pod: testPod(agentTerminated(137, "OOMKilled", "")), SummaryErr: errors.New("empty summary")},
-			wantReason: ReasonOOMKilled, wantStatus: events.StatusFailed, wantDetail: "exceeding its memory limit"},
+			wantReason: v1alpha1.ReasonOOMKilled, wantStatus: events.StatusFailed, wantDetail: "exceeding its memory limit"},
 		{name: "killed by the deadline without a summary", obs: observation{Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
 			Pod: testPod(agentTerminated(137, "Error", ""))},
-			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
 		{name: "crashed without a summary", obs: observation{Job: testJob(nil),
 			Pod: testPod(agentTerminated(2, "Error", "panic: boom")), SummaryErr: errors.New("not an agentrun end summary")},
-			wantReason: ReasonNoSummary, wantStatus: events.StatusFailed, wantDetail: "exited with code 2 (Error) without an end summary: not an agentrun"},
+			wantReason: v1alpha1.ReasonNoSummary, wantStatus: events.StatusFailed, wantDetail: "exited with code 2 (Error) without an end summary: not an agentrun"},
 		{name: "pod vanished", obs: observation{Job: testJob(nil), PodGone: true},
-			wantReason: ReasonPodVanished, wantStatus: events.StatusFailed, wantDetail: "deleted before"},
+			wantReason: v1alpha1.ReasonPodVanished, wantStatus: events.StatusFailed, wantDetail: "deleted before"},
 		{name: "job deleted", obs: observation{JobGone: true},
-			wantReason: ReasonJobDeleted, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonJobDeleted, wantStatus: events.StatusFailed},
 		{name: "evicted", obs: observation{Job: testJob(nil), Pod: testPod(func(p *corev1.Pod) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "node low on memory"
-		})}, wantReason: ReasonEvicted, wantStatus: events.StatusFailed, wantDetail: "node low on memory"},
+		})}, wantReason: v1alpha1.ReasonEvicted, wantStatus: events.StatusFailed, wantDetail: "node low on memory"},
 		{name: "image pull error within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.AgentContainer, "ImagePullBackOff"))}, wantWait: 4 * time.Minute},
 		{name: "image pull error after grace", obs: observation{Now: t0.Add(6 * time.Minute), Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.AgentContainer, "ErrImagePull"))},
-			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container agent cannot start: ErrImagePull"},
+			wantReason: v1alpha1.ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container agent cannot start: ErrImagePull"},
 		{name: "invalid image name fails at once", obs: observation{Now: t0, Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.EventsContainer, "InvalidImageName"))},
-			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container events"},
+			wantReason: v1alpha1.ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container events"},
 		{name: "missing secret after grace", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.AgentContainer, "CreateContainerConfigError"))},
-			wantReason: ReasonContainerConfigError, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonContainerConfigError, wantStatus: events.StatusFailed},
 		// The sandbox cannot run on the node: fail closed, say why.
 		{name: "seccomp profile missing, within its grace", obs: observation{Now: t0.Add(20 * time.Second), Job: testJob(nil),
 			Pod: testPod(profileMissing)}, wantWait: 40 * time.Second},
 		{name: "seccomp profile missing", obs: observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil), Pod: testPod(profileMissing)},
-			wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "cannot load seccomp profile"},
+			wantReason: v1alpha1.ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "cannot load seccomp profile"},
 		{name: "AppArmor refused by the kubelet", obs: observation{Job: testJob(nil), Pod: testPod(func(p *corev1.Pod) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host"
-		})}, wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "sandboxProfiles.appArmor.enabled"},
+		})}, wantReason: v1alpha1.ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "sandboxProfiles.appArmor.enabled"},
 		{name: "the runner could not build the sandbox", obs: observation{Job: testJob(nil),
 			Pod: testPod(agentTerminated(1, "Error", "")), Summary: unavailable},
-			wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "No permissions to creating new namespace"},
+			wantReason: v1alpha1.ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "No permissions to creating new namespace"},
 		{name: "a missing Secret is not a sandbox matter", obs: observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.AgentContainer, "CreateContainerConfigError"))}, wantWait: 3 * time.Minute},
 
@@ -166,26 +166,26 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "pod rejected, within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: rejection},
 			wantWait: 4 * time.Minute},
 		{name: "pod rejected too long", obs: observation{Now: t0.Add(5 * time.Minute), Job: testJob(nil), Rejection: rejection},
-			wantReason: ReasonPodRejected, wantStatus: events.StatusFailed, wantDetail: `for 5m0s; the Job controller reported: pods "r-abcde" is forbidden: violates PodSecurity`},
+			wantReason: v1alpha1.ReasonPodRejected, wantStatus: events.StatusFailed, wantDetail: `for 5m0s; the Job controller reported: pods "r-abcde" is forbidden: violates PodSecurity`},
 
 		{name: "unschedulable within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
 			Pod: testPod(unschedulable(t0))}, wantWait: 9 * time.Minute},
 		{name: "unschedulable too long", obs: observation{Now: t0.Add(11 * time.Minute), Job: testJob(nil),
 			Pod: testPod(unschedulable(t0))},
-			wantReason: ReasonUnschedulable, wantStatus: events.StatusFailed, wantDetail: "0/3 nodes are available"},
+			wantReason: v1alpha1.ReasonUnschedulable, wantStatus: events.StatusFailed, wantDetail: "0/3 nodes are available"},
 		{name: "deadline exceeded, pod gone", obs: observation{Now: t0, Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0))},
-			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
 		{name: "deadline exceeded, agent still stopping", obs: observation{Now: t0.Add(10 * time.Second),
 			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)), Pod: testPod(agentRunning)},
 			wantWait: 30*time.Second + 2*time.Minute - 10*time.Second},
 		{name: "deadline exceeded, agent never stopped", obs: observation{Now: t0.Add(time.Hour),
 			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)), Pod: testPod(agentRunning)},
-			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonDeadlineExceeded, wantStatus: events.StatusFailed},
 		{name: "pod deleted, agent never ended", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
 				deletedAt(t0, 30)(p)
-			})}, wantReason: ReasonPodDeleted, wantStatus: events.StatusFailed, wantDetail: "deleted at 2026-10-04T13:00:00Z"},
+			})}, wantReason: v1alpha1.ReasonPodDeleted, wantStatus: events.StatusFailed, wantDetail: "deleted at 2026-10-04T13:00:00Z"},
 		{name: "pod deleted, agent stopping", obs: observation{Now: t0.Add(time.Second), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
@@ -196,7 +196,7 @@ func TestComputeOutcome(t *testing.T) {
 				agentTerminated(130, "Error", "")(p)
 				deletedAt(t0, 30)(p)
 			}), Summary: endSummary(events.StatusInterrupted, "")},
-			wantReason: ReasonPodDeleted, wantStatus: events.StatusInterrupted, wantDetail: "the Pod was deleted at 2026-10-04T13:00:00Z and its agent was stopped"},
+			wantReason: v1alpha1.ReasonPodDeleted, wantStatus: events.StatusInterrupted, wantDetail: "the Pod was deleted at 2026-10-04T13:00:00Z and its agent was stopped"},
 		{name: "pod deleted after its agent finished", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentTerminated(0, "Completed", "")(p)
@@ -207,16 +207,16 @@ func TestComputeOutcome(t *testing.T) {
 			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
 			wantReason: "Interrupted", wantStatus: events.StatusInterrupted},
 
-		// spec.cancel.
+		// spec.stop.
 		{name: "cancelled before its Job was created", obs: observation{Cancel: true},
-			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before its Job was created"},
+			wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before its Job was created"},
 		{name: "cancelled while queued", obs: observation{Cancel: true, Job: testJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) })},
-			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "while queued"},
+			wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "while queued"},
 		{name: "cancelled while its Pod pulls the image", obs: observation{Cancel: true, Job: testJob(nil),
 			Pod: testPod(waiting(podcontract.AgentContainer, "ContainerCreating"))},
-			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
+			wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
 		{name: "cancelled while queued, the Job already deleted for it", obs: observation{Cancel: true, JobGone: true},
-			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
+			wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
 		{name: "cancelled while the agent runs: wait for its end", obs: observation{Cancel: true, Started: true, Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
@@ -227,7 +227,7 @@ func TestComputeOutcome(t *testing.T) {
 				agentTerminated(130, "Error", "")(p)
 				deletedAt(t0, 30)(p)
 			}), Summary: endSummary(events.StatusInterrupted, "partial")},
-			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "cancelled (spec.cancel): the agent was stopped at 2026-10-04T13:00:00Z"},
+			wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "cancelled (spec.stop): the agent was stopped at 2026-10-04T13:00:00Z"},
 		{name: "cancelled, but the agent finished first", obs: observation{Cancel: true, Started: true, Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentTerminated(0, "Completed", "")(p)
@@ -237,14 +237,14 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "cancelled, but the Job deadline stopped it", obs: observation{Cancel: true, Started: true,
 			Job: testJob(jobFailed(batchv1.JobReasonDeadlineExceeded, t0)),
 			Pod: testPod(agentTerminated(130, "Error", "")), Summary: endSummary(events.StatusInterrupted, "")},
-			wantReason: ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted},
+			wantReason: v1alpha1.ReasonDeadlineExceeded, wantStatus: events.StatusInterrupted},
 		{name: "cancelled, the agent never reported an end", obs: observation{Now: t0.Add(time.Hour), Cancel: true, Started: true, Job: testJob(nil),
 			Pod: testPod(func(p *corev1.Pod) {
 				agentRunning(p)
 				deletedAt(t0, 30)(p)
-			})}, wantReason: ReasonCancelled, wantStatus: events.StatusFailed, wantDetail: "never reported an end"},
+			})}, wantReason: v1alpha1.ReasonCancelled, wantStatus: events.StatusFailed, wantDetail: "never reported an end"},
 		{name: "cancelled after it started, its Pod vanished", obs: observation{Cancel: true, Started: true, Job: testJob(nil), PodGone: true},
-			wantReason: ReasonPodVanished, wantStatus: events.StatusFailed},
+			wantReason: v1alpha1.ReasonPodVanished, wantStatus: events.StatusFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,7 +291,7 @@ func TestComputeStatusHarvest(t *testing.T) {
 	}{
 		{name: "the isolation that ran", obs: observation{Pod: pod, Summary: isolated}, wantPhase: v1alpha1.PhaseSucceeded,
 			check: func(t *testing.T, st v1alpha1.AgentRunStatus) {
-				want := v1alpha1.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
+				want := v1alpha1.Isolation{Sandbox: v1alpha1.SandboxBubblewrap, NetworkMode: v1alpha1.NetworkCustom, NetworkEnforced: true}
 				if st.Isolation == nil || *st.Isolation != want {
 					t.Errorf("isolation %+v, want %+v", st.Isolation, want)
 				}
@@ -376,7 +376,7 @@ func TestComputeStatusNeverRegresses(t *testing.T) {
 		want v1alpha1.Phase
 	}{
 		{"ended stays ended whatever is seen", ended, observation{Now: t0.Add(time.Hour), PodGone: true},
-			&outcome{EndStatus: events.StatusFailed, Reason: ReasonPodVanished}, v1alpha1.PhaseSucceeded},
+			&outcome{EndStatus: events.StatusFailed, Reason: v1alpha1.ReasonPodVanished}, v1alpha1.PhaseSucceeded},
 		{"ended stays ended when the Pod runs again", ended, observation{Now: t0.Add(time.Hour), Job: testJob(nil), Pod: testPod(agentRunning)},
 			nil, v1alpha1.PhaseSucceeded},
 		{"running does not go back to pending", running, observation{Now: t0.Add(time.Hour), Job: testJob(nil)}, nil, v1alpha1.PhaseRunning},
@@ -397,7 +397,7 @@ func TestComputeStatusNeverRegresses(t *testing.T) {
 				t.Errorf("an ended status changed:\n%+v\n%+v", tt.old, st)
 			}
 			// Every status reports the generation it has seen, an ended one
-			// too (spec.cancel set after the end bumps it).
+			// too (spec.stop set after the end bumps it).
 			if st.ObservedGeneration != 2 {
 				t.Errorf("observedGeneration %d, want 2", st.ObservedGeneration)
 			}
@@ -438,7 +438,7 @@ func statusEqual(a, b v1alpha1.AgentRunStatus) bool {
 func TestEndedByOlderManager(t *testing.T) {
 	old := v1alpha1.AgentRunStatus{ObservedGeneration: 1, Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "killed",
 		Conditions: []metav1.Condition{
-			{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: ReasonOOMKilled, Message: "end status failed: killed",
+			{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOOMKilled, Message: "end status failed: killed",
 				ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0)},
 			{Type: v1alpha1.ConditionRunning, Status: metav1.ConditionFalse, Reason: "Ended", Message: "the run has ended",
 				ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0)},
@@ -474,9 +474,9 @@ func TestComputeConditions(t *testing.T) {
 			[6]string{"True/Finished", "True/Finished", "False/Ended", "True/Finished", "False/Ended", "False/Finished"}},
 		{v1alpha1.PhaseFailed, &outcome{Reason: "Limit"},
 			[6]string{"False/Limit", "True/Limit", "False/Ended", "False/Limit", "False/Ended", "True/Limit"}},
-		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonOOMKilled},
+		{v1alpha1.PhaseFailed, &outcome{Reason: v1alpha1.ReasonOOMKilled},
 			[6]string{"False/OOMKilled", "True/OOMKilled", "False/Ended", "False/OOMKilled", "False/Ended", "True/OOMKilled"}},
-		{v1alpha1.PhaseFailed, &outcome{Reason: ReasonCancelled},
+		{v1alpha1.PhaseFailed, &outcome{Reason: v1alpha1.ReasonCancelled},
 			[6]string{"False/Cancelled", "True/Cancelled", "False/Ended", "False/Cancelled", "False/Ended", "True/Cancelled"}},
 	}
 	types := [6]string{v1alpha1.ConditionSucceeded, v1alpha1.ConditionEnded, v1alpha1.ConditionRunning,
@@ -528,11 +528,11 @@ func TestPodRejectedIsReported(t *testing.T) {
 		t.Fatalf("phase %s", st.Phase)
 	}
 	stalled := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled)
-	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != ReasonPodRejected || !strings.Contains(stalled.Message, r1.Message) {
+	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != v1alpha1.ReasonPodRejected || !strings.Contains(stalled.Message, r1.Message) {
 		t.Errorf("Stalled = %+v", stalled)
 	}
 	evs := computeEvents(v1alpha1.AgentRunStatus{}, st)
-	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Reason != ReasonPodRejected {
+	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Reason != v1alpha1.ReasonPodRejected {
 		t.Errorf("events %+v, want one PodRejected warning", evs)
 	}
 	again := computeStatus(st, 1, obs, nil)
@@ -583,9 +583,9 @@ func TestLatestRejection(t *testing.T) {
 func TestComputeEvents(t *testing.T) {
 	start := metav1.NewTime(t0)
 	failedConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "failed", Detail: "boom"},
-		&outcome{Reason: ReasonOOMKilled}, nil, 1, t0)
-	cancelledConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "interrupted", Detail: "cancelled (spec.cancel)"},
-		&outcome{Reason: ReasonCancelled}, nil, 1, t0)
+		&outcome{Reason: v1alpha1.ReasonOOMKilled}, nil, 1, t0)
+	cancelledConds := computeConditions(nil, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed, EndStatus: "interrupted", Detail: "cancelled (spec.stop)"},
+		&outcome{Reason: v1alpha1.ReasonCancelled}, nil, 1, t0)
 	tests := []struct {
 		name     string
 		old, new v1alpha1.AgentRunStatus

@@ -27,14 +27,6 @@ const (
 	maxUnpricedModels = 10
 )
 
-// Budget condition reasons.
-const (
-	ReasonWithinBudget  = "WithinBudget"
-	ReasonTokensSpent   = "TokensSpent"
-	ReasonCostSpent     = "CostSpent"
-	ReasonInvalidWindow = "InvalidWindow"
-)
-
 // window is a budget's current window.
 type window struct {
 	start time.Time
@@ -227,7 +219,7 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 	if err != nil {
 		// Fail closed: a budget that cannot be read holds what it covers.
 		st.Spent, st.RunCount, st.Runs, st.Deleted = old.Spent, old.RunCount, old.Runs, old.Deleted
-		cond(metav1.ConditionTrue, ReasonInvalidWindow, err.Error())
+		cond(metav1.ConditionTrue, v1alpha1.ReasonInvalidWindow, err.Error())
 		return budgetResult{status: st}
 	}
 	if !w.end.IsZero() {
@@ -328,7 +320,7 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 
 	reason, msg := budgetVerdict(b.Spec, total, w)
 	status := metav1.ConditionTrue
-	if reason == ReasonWithinBudget {
+	if reason == v1alpha1.ReasonWithinBudget {
 		status = metav1.ConditionFalse
 	}
 	cond(status, reason, msg)
@@ -342,11 +334,11 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 // budgetVerdict says whether the spend reached a cap, and what it is.
 func budgetVerdict(spec v1alpha1.AgentBudgetSpec, s runSpend, w window) (string, string) {
 	var parts []string
-	reason := ReasonWithinBudget
+	reason := v1alpha1.ReasonWithinBudget
 	if spec.MaxTokens != nil {
 		parts = append(parts, fmt.Sprintf("%d of %d tokens", s.tokens, *spec.MaxTokens))
 		if s.tokens >= *spec.MaxTokens {
-			reason = ReasonTokensSpent
+			reason = v1alpha1.ReasonTokensSpent
 		}
 	}
 	if spec.MaxCostUSD != "" {
@@ -355,8 +347,8 @@ func budgetVerdict(spec v1alpha1.AgentBudgetSpec, s runSpend, w window) (string,
 			c += " (estimated in part from the price table)"
 		}
 		parts = append(parts, c)
-		if max := nanoUSD(spec.MaxCostUSD); s.nanoUSD >= max && reason == ReasonWithinBudget {
-			reason = ReasonCostSpent
+		if max := nanoUSD(spec.MaxCostUSD); s.nanoUSD >= max && reason == v1alpha1.ReasonWithinBudget {
+			reason = v1alpha1.ReasonCostSpent
 		}
 	}
 	msg := "spent " + strings.Join(parts, " and ") + " " + w.says

@@ -159,7 +159,7 @@ func TestComputeBudgetStatus(t *testing.T) {
 	if st.Spent.Tokens != 950 || st.Spent.CostUSD != "1.26" || st.RunCount != 3 {
 		t.Errorf("spent %+v by %d runs", st.Spent, st.RunCount)
 	}
-	if c := exhausted(st); c.Status != metav1.ConditionFalse || c.Reason != ReasonWithinBudget ||
+	if c := exhausted(st); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonWithinBudget ||
 		c.Message != "spent 950 of 1000 tokens and $1.26 of $2 in the window since 2026-06-10T00:00:00Z" {
 		t.Errorf("condition %+v", c)
 	}
@@ -177,13 +177,13 @@ func TestComputeBudgetStatus(t *testing.T) {
 	runs[1].Status.Usage.InputTokens = ptr.To[int64](400)
 	b.Status = st
 	st = computeBudgetStatus(b, runs, nil, now).status
-	if c := exhausted(st); c.Status != metav1.ConditionTrue || c.Reason != ReasonTokensSpent {
+	if c := exhausted(st); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonTokensSpent {
 		t.Errorf("at 1050 of 1000 tokens: %+v", c)
 	}
 
 	// The cost cap alone: $1.26 reaches $1.26.
 	bc := budget(0, "1.26", day)
-	if c := exhausted(computeBudgetStatus(bc, runs, nil, now).status); c.Status != metav1.ConditionTrue || c.Reason != ReasonCostSpent {
+	if c := exhausted(computeBudgetStatus(bc, runs, nil, now).status); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCostSpent {
 		t.Errorf("at $1.26 of $1.26: %+v", c)
 	}
 }
@@ -262,7 +262,7 @@ func TestBudgetKeepsDeletedRuns(t *testing.T) {
 func TestBudgetInvalidTimeZoneFailsClosed(t *testing.T) {
 	now := time.Now()
 	st := computeBudgetStatus(budget(10, "", v1alpha1.BudgetWindow{Calendar: v1alpha1.CalendarDay, TimeZone: "Nowhere/Else"}), nil, nil, now).status
-	if c := exhausted(st); c.Status != metav1.ConditionTrue || c.Reason != ReasonInvalidWindow || !strings.Contains(c.Message, "Nowhere/Else") {
+	if c := exhausted(st); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidWindow || !strings.Contains(c.Message, "Nowhere/Else") {
 		t.Errorf("condition %+v", c)
 	}
 }
@@ -295,31 +295,31 @@ func TestRefineOutcome(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: annotations, DeletionTimestamp: &metav1.Time{Time: time.Now()}}}
 	}
 	interrupted := func() *outcome {
-		return &outcome{EndStatus: events.StatusInterrupted, Reason: ReasonPodDeleted, Detail: "the Pod was deleted at X and its agent was stopped"}
+		return &outcome{EndStatus: events.StatusInterrupted, Reason: v1alpha1.ReasonPodDeleted, Detail: "the Pod was deleted at X and its agent was stopped"}
 	}
-	stop := map[string]string{AnnotationStopReason: ReasonBudgetExceeded, AnnotationStopMessage: "AgentBudget team is spent: spent 10 of 5 tokens"}
+	stop := map[string]string{AnnotationStopReason: v1alpha1.ReasonBudgetExceeded, AnnotationStopMessage: "AgentBudget team is spent: spent 10 of 5 tokens"}
 	oc := refineOutcome(observation{Pod: deleted(stop)}, interrupted())
-	if oc.Reason != ReasonBudgetExceeded || oc.Detail != "stopped: AgentBudget team is spent: spent 10 of 5 tokens; usage and result are what it had reached" {
+	if oc.Reason != v1alpha1.ReasonBudgetExceeded || oc.Detail != "stopped: AgentBudget team is spent: spent 10 of 5 tokens; usage and result are what it had reached" {
 		t.Errorf("budget stop: %+v", oc)
 	}
-	noSummary := &outcome{EndStatus: events.StatusFailed, Reason: ReasonPodDeleted, Detail: "its agent never reported an end"}
-	if oc := refineOutcome(observation{Pod: deleted(stop)}, noSummary); oc.Reason != ReasonBudgetExceeded || !strings.HasSuffix(oc.Detail, "; its agent never reported an end") {
+	noSummary := &outcome{EndStatus: events.StatusFailed, Reason: v1alpha1.ReasonPodDeleted, Detail: "its agent never reported an end"}
+	if oc := refineOutcome(observation{Pod: deleted(stop)}, noSummary); oc.Reason != v1alpha1.ReasonBudgetExceeded || !strings.HasSuffix(oc.Detail, "; its agent never reported an end") {
 		t.Errorf("budget stop without a summary: %+v", oc)
 	}
 	suspended := &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}
-	if oc := refineOutcome(observation{Pod: deleted(nil), Job: suspended}, interrupted()); oc.Reason != ReasonPreempted || !strings.Contains(oc.Detail, "suspended by its queue") {
+	if oc := refineOutcome(observation{Pod: deleted(nil), Job: suspended}, interrupted()); oc.Reason != v1alpha1.ReasonPreempted || !strings.Contains(oc.Detail, "suspended by its queue") {
 		t.Errorf("preempted: %+v", oc)
 	}
 	byCondition := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}}}}
-	if oc := refineOutcome(observation{Pod: deleted(nil), Job: byCondition}, interrupted()); oc.Reason != ReasonPreempted {
+	if oc := refineOutcome(observation{Pod: deleted(nil), Job: byCondition}, interrupted()); oc.Reason != v1alpha1.ReasonPreempted {
 		t.Errorf("preempted (Suspended condition): %+v", oc)
 	}
-	if oc := refineOutcome(observation{Pod: deleted(nil), Job: &batchv1.Job{}}, interrupted()); oc.Reason != ReasonPodDeleted {
+	if oc := refineOutcome(observation{Pod: deleted(nil), Job: &batchv1.Job{}}, interrupted()); oc.Reason != v1alpha1.ReasonPodDeleted {
 		t.Errorf("a plain delete: %+v", oc)
 	}
 	// Other outcomes are left alone: a cancel stays Cancelled.
-	cancelled := &outcome{EndStatus: events.StatusInterrupted, Reason: ReasonCancelled}
-	if oc := refineOutcome(observation{Pod: deleted(stop), Job: suspended}, cancelled); oc.Reason != ReasonCancelled {
+	cancelled := &outcome{EndStatus: events.StatusInterrupted, Reason: v1alpha1.ReasonCancelled}
+	if oc := refineOutcome(observation{Pod: deleted(stop), Job: suspended}, cancelled); oc.Reason != v1alpha1.ReasonCancelled {
 		t.Errorf("cancel: %+v", oc)
 	}
 	if refineOutcome(observation{}, nil) != nil {
@@ -330,24 +330,24 @@ func TestRefineOutcome(t *testing.T) {
 func TestApplyHold(t *testing.T) {
 	now := time.Now()
 	st := computeStatus(v1alpha1.AgentRunStatus{}, 1, observation{Now: now}, nil)
-	held := applyHold(st, hold{Reason: ReasonBudgetExhausted, Message: "AgentBudget team is spent"}, 1, now)
+	held := applyHold(st, hold{Reason: v1alpha1.ReasonBudgetExhausted, Message: "AgentBudget team is spent"}, 1, now)
 	if held.Phase != v1alpha1.PhaseQueued {
 		t.Errorf("phase %s", held.Phase)
 	}
 	for _, c := range held.Conditions {
-		if c.Reason != ReasonBudgetExhausted || c.ObservedGeneration != 1 {
+		if c.Reason != v1alpha1.ReasonBudgetExhausted || c.ObservedGeneration != 1 {
 			t.Errorf("condition %+v", c)
 		}
 	}
 	if c := meta.FindStatusCondition(held.Conditions, v1alpha1.ConditionRunning); c.Status != metav1.ConditionFalse || c.Message != "AgentBudget team is spent" {
 		t.Errorf("Running %+v", c)
 	}
-	if ev := computeEvents(st, held); len(ev) != 1 || ev[0].Reason != ReasonBudgetExhausted || ev[0].Message != "AgentBudget team is spent" {
+	if ev := computeEvents(st, held); len(ev) != 1 || ev[0].Reason != v1alpha1.ReasonBudgetExhausted || ev[0].Message != "AgentBudget team is spent" {
 		t.Errorf("events %+v", ev)
 	}
 	// A run with a Job is not held.
 	st.JobName = "j"
-	if applyHold(st, hold{Reason: ReasonBudgetExhausted}, 1, now).Phase != st.Phase {
+	if applyHold(st, hold{Reason: v1alpha1.ReasonBudgetExhausted}, 1, now).Phase != st.Phase {
 		t.Error("a run with a Job was held")
 	}
 }

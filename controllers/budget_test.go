@@ -94,10 +94,10 @@ func TestBudgetHoldsNewRunsUntilTheWindowMoves(t *testing.T) {
 	h.createRun("second", nil)
 	run := h.phaseIs("second", v1alpha1.PhaseQueued)
 	c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionRunning)
-	if c.Reason != ReasonBudgetExhausted || !strings.Contains(c.Message, "AgentBudget team-hourly is spent: spent 1500 of 1000 tokens in the last 1h") {
+	if c.Reason != v1alpha1.ReasonBudgetExhausted || !strings.Contains(c.Message, "AgentBudget team-hourly is spent: spent 1500 of 1000 tokens in the last 1h") {
 		t.Errorf("Running condition %+v", c)
 	}
-	if s := succeeded(run); s.Status != metav1.ConditionUnknown || s.Reason != ReasonBudgetExhausted {
+	if s := succeeded(run); s.Status != metav1.ConditionUnknown || s.Reason != v1alpha1.ReasonBudgetExhausted {
 		t.Errorf("Succeeded condition %+v", s)
 	}
 	h.consistently("no Job while the budget is spent", time.Second, func() string {
@@ -156,7 +156,7 @@ func TestBudgetStopsRunningRuns(t *testing.T) {
 			if !ok || p.DeletionTimestamp == nil {
 				return "not deleted"
 			}
-			if p.Annotations[AnnotationStopReason] != ReasonBudgetExceeded || !strings.HasPrefix(p.Annotations[AnnotationStopMessage], "AgentBudget team-a is spent") {
+			if p.Annotations[AnnotationStopReason] != v1alpha1.ReasonBudgetExceeded || !strings.HasPrefix(p.Annotations[AnnotationStopMessage], "AgentBudget team-a is spent") {
 				return fmt.Sprintf("annotations %v", p.Annotations)
 			}
 			return ""
@@ -168,7 +168,7 @@ func TestBudgetStopsRunningRuns(t *testing.T) {
 	for _, name := range []string{"a1", "a2"} {
 		run := h.phaseIs(name, v1alpha1.PhaseFailed)
 		c := succeeded(run)
-		if run.Status.EndStatus != events.StatusInterrupted || c.Reason != ReasonBudgetExceeded ||
+		if run.Status.EndStatus != events.StatusInterrupted || c.Reason != v1alpha1.ReasonBudgetExceeded ||
 			!strings.Contains(run.Status.Detail, "AgentBudget team-a is spent") || *run.Status.Usage.TotalTokens != 600 {
 			t.Errorf("%s: endStatus %s reason %s detail %q usage %+v", name, run.Status.EndStatus, c.Reason, run.Status.Detail, run.Status.Usage)
 		}
@@ -226,7 +226,7 @@ func TestBudgetPricesCodex(t *testing.T) {
 	}
 	sc.line(usageLine("gpt-5.5", 4000, 100, ""))
 	b = h.budgetIs("codex-cost", metav1.ConditionTrue)
-	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted); c.Reason != ReasonCostSpent ||
+	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted); c.Reason != v1alpha1.ReasonCostSpent ||
 		!strings.Contains(c.Message, "$0.012 of $0.01 (estimated in part from the price table)") {
 		t.Errorf("condition %+v", c)
 	}
@@ -239,7 +239,7 @@ func TestBudgetPricesCodex(t *testing.T) {
 	// The end (no cost from codex) is priced too.
 	h.setStatus(pod, agentExited(h.clock.Now(), 130, "Error", endWith(events.StatusInterrupted, 8200, "gpt-5.5"), true))
 	run = h.phaseIs("codex", v1alpha1.PhaseFailed)
-	if u := run.Status.Usage; u.CostUSD != "0.01025" || !u.CostEstimated || succeeded(run).Reason != ReasonBudgetExceeded {
+	if u := run.Status.Usage; u.CostUSD != "0.01025" || !u.CostEstimated || succeeded(run).Reason != v1alpha1.ReasonBudgetExceeded {
 		t.Errorf("end usage %+v reason %s", u, succeeded(run).Reason)
 	}
 
@@ -333,7 +333,7 @@ func TestPreemptedByQueue(t *testing.T) {
 	}
 	h.setStatus(pod, agentExited(h.clock.Now(), 130, "Error", endWith(events.StatusInterrupted, 300, "m"), true))
 	run := h.phaseIs("preempted", v1alpha1.PhaseFailed)
-	if c := succeeded(run); c.Reason != ReasonPreempted || !strings.Contains(run.Status.Detail, "suspended by its queue") || *run.Status.Usage.TotalTokens != 300 {
+	if c := succeeded(run); c.Reason != v1alpha1.ReasonPreempted || !strings.Contains(run.Status.Detail, "suspended by its queue") || *run.Status.Usage.TotalTokens != 300 {
 		t.Errorf("reason %s detail %q usage %+v", c.Reason, run.Status.Detail, run.Status.Usage)
 	}
 	h.eventually("the suspended Job deleted", func() string {

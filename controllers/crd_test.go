@@ -66,20 +66,20 @@ func TestCRDValidation(t *testing.T) {
 		{"every runtime: pi", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimePi }, ""},
 		{"dsh is not in the runner image yet", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh },
 			"runtime dsh is not available on Kubernetes yet: the runner image does not carry dsh"},
-		{"created cancelled", func(s *v1alpha1.AgentRunSpec) { s.Cancel = true }, ""},
+		{"created cancelled", func(s *v1alpha1.AgentRunSpec) { s.Stop = v1alpha1.StopGraceful }, ""},
 		{"unknown runtime", func(s *v1alpha1.AgentRunSpec) { s.Runtime = "gemini" },
 			`spec.runtime: Unsupported value: "gemini": supported values: "claude-code", "codex", "pi", "dsh"`},
 		{"custom network with hosts", func(s *v1alpha1.AgentRunSpec) {
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"}}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"}}
 		}, ""},
 		{"allowHosts without custom", func(s *v1alpha1.AgentRunSpec) {
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkFull, AllowHosts: []string{"api.anthropic.com"}}
-		}, "network.allowHosts is only allowed with network.mode custom"},
-		{"custom without hosts", func(s *v1alpha1.AgentRunSpec) { s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom} },
-			"network.mode custom needs at least one network.allowHosts entry"},
-		{"bad network mode", func(s *v1alpha1.AgentRunSpec) { s.Network.Mode = "some" }, `spec.network.mode: Unsupported value: "some"`},
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkFull, AllowHosts: []string{"api.anthropic.com"}}
+		}, "network.allowHosts is only allowed with network.mode Custom"},
+		{"custom without hosts", func(s *v1alpha1.AgentRunSpec) { s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom} },
+			"network.mode Custom needs at least one network.allowHosts entry"},
+		{"bad network mode", func(s *v1alpha1.AgentRunSpec) { s.Network = &v1alpha1.Network{Mode: "some"} }, `spec.network.mode: Unsupported value: "some"`},
 		{"bad host", func(s *v1alpha1.AgentRunSpec) {
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"http://x.com/"}}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"http://x.com/"}}
 		}, "spec.network.allowHosts[0]"},
 		{"denyRead inside the workspace", func(s *v1alpha1.AgentRunSpec) { s.DenyRead = []string{"/workspace/.env"} },
 			"denyRead paths must be outside the workspace"},
@@ -106,9 +106,9 @@ func TestCRDValidation(t *testing.T) {
 		}, "listed both as http://HOST:PORT and without http://"},
 		{"credentials without the sandbox", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials, s.Sandbox = []v1alpha1.Credential{credential("K", "api.test:443")}, v1alpha1.SandboxNone
-		}, "spec.credentials needs the bubblewrap sandbox"},
+		}, "spec.credentials needs the Bubblewrap sandbox"},
 		{"credentials without a network", func(s *v1alpha1.AgentRunSpec) {
-			s.Credentials, s.Network = []v1alpha1.Credential{credential("K", "api.test:443")}, v1alpha1.Network{Mode: v1alpha1.NetworkNone}
+			s.Credentials, s.Network = []v1alpha1.Credential{credential("K", "api.test:443")}, &v1alpha1.Network{Mode: v1alpha1.NetworkNone}
 		}, "spec.credentials needs network access"},
 		{"credential also in env", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials, s.Env = []v1alpha1.Credential{credential("K", "api.test:443")}, []corev1.EnvVar{{Name: "K", Value: "x"}}
@@ -117,13 +117,13 @@ func TestCRDValidation(t *testing.T) {
 			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}, Key: "ca.crt"}
 		}, "spec.upstreamCA verifies the credentials' hosts"},
 		{"IP allow entry without a port", func(s *v1alpha1.AgentRunSpec) {
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5"}}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5"}}
 		}, "an IP address needs a port"},
 		{"IP allow entry with a port", func(s *v1alpha1.AgentRunSpec) {
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5:8080"}}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"10.0.0.5:8080"}}
 		}, ""},
 		{"bad addHosts ip", func(s *v1alpha1.AgentRunSpec) {
-			s.Network.AddHosts = []v1alpha1.HostAddress{{Name: "gw.test", IP: "not-an-ip"}}
+			s.Network = &v1alpha1.Network{AddHosts: []v1alpha1.HostAddress{{Name: "gw.test", IP: "not-an-ip"}}}
 		}, "addHosts[].ip must be an IPv4 or IPv6 address"},
 		{"two prompt sources", func(s *v1alpha1.AgentRunSpec) {
 			s.Prompt.SecretKeyRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}
@@ -156,7 +156,8 @@ func TestCRDValidation(t *testing.T) {
 			"images[].path must be relative to the workspace"},
 		{"workspace subPath escaping", func(s *v1alpha1.AgentRunSpec) { s.Workspace = &v1alpha1.Workspace{ClaimName: "c", SubPath: "/abs"} },
 			"workspace.subPath must be relative"},
-		{"negative ttl", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](-1) }, "spec.ttlSecondsAfterFinished"},
+		{"negative job TTL", func(s *v1alpha1.AgentRunSpec) { s.Retention = &v1alpha1.Retention{JobTTLAfterEnd: "-1s"} }, "spec.retention.jobTTLAfterEnd"},
+		{"job TTL not a duration", func(s *v1alpha1.AgentRunSpec) { s.Retention = &v1alpha1.Retention{JobTTLAfterEnd: "1 day"} }, "spec.retention.jobTTLAfterEnd"},
 		{"pod overrides", func(s *v1alpha1.AgentRunSpec) {
 			s.PodOverrides = &v1alpha1.PodOverrides{Image: "runner:2", Labels: map[string]string{KueueQueueLabel: "q"},
 				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, NodeSelector: map[string]string{"a": "b"}}
@@ -182,7 +183,7 @@ func TestCRDValidation(t *testing.T) {
 
 // TestCRDSpecImmutableFromCreation: an AgentRun is one run, so its spec
 // cannot change from the moment it is created (before the controller has
-// even seen it), except for setting spec.cancel, which cannot be undone.
+// even seen it), except for setting spec.stop, which cannot be undone.
 // Metadata stays editable.
 func TestCRDSpecImmutableFromCreation(t *testing.T) {
 	c, ns := crdClient(t)
@@ -201,8 +202,8 @@ func TestCRDSpecImmutableFromCreation(t *testing.T) {
 		{"a removed field", func(s *v1alpha1.AgentRunSpec) { s.Model = "" }},
 		{"an added field", func(s *v1alpha1.AgentRunSpec) { s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](3)} }},
 		{"a changed default", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "2h" }},
-		{"a changed prompt with cancel", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To("other"); s.Cancel = true }},
-		{"a new retention", func(s *v1alpha1.AgentRunSpec) { s.TTLSecondsAfterFinished = ptr.To[int32](60) }},
+		{"a changed prompt with stop", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To("other"); s.Stop = v1alpha1.StopGraceful }},
+		{"a new retention", func(s *v1alpha1.AgentRunSpec) { s.Retention = &v1alpha1.Retention{JobTTLAfterEnd: "1m"} }},
 		{"a pod override", func(s *v1alpha1.AgentRunSpec) { s.PodOverrides = &v1alpha1.PodOverrides{Image: "runner:2"} }},
 	}
 	for _, e := range edits {
@@ -210,7 +211,7 @@ func TestCRDSpecImmutableFromCreation(t *testing.T) {
 			cur := created.DeepCopy()
 			e.edit(&cur.Spec)
 			err := c.Update(ctx, cur)
-			if err == nil || !strings.Contains(err.Error(), "spec is immutable: only spec.cancel may be set after creation") {
+			if err == nil || !strings.Contains(err.Error(), "spec is immutable: only spec.stop may be set after creation") {
 				t.Fatalf("a spec change before the controller saw the run: %v", err)
 			}
 		})
@@ -224,18 +225,18 @@ func TestCRDSpecImmutableFromCreation(t *testing.T) {
 	if err := c.Update(ctx, run); err != nil {
 		t.Fatalf("a label change was rejected: %v", err)
 	}
-	// Cancel is the one change, and it sticks.
-	run.Spec.Cancel = true
+	// Stop is the one change, and it sticks.
+	run.Spec.Stop = v1alpha1.StopGraceful
 	if err := c.Update(ctx, run); err != nil {
-		t.Fatalf("setting spec.cancel was rejected: %v", err)
+		t.Fatalf("setting spec.stop was rejected: %v", err)
 	}
 	if run.Generation != 2 {
 		t.Errorf("generation %d after the cancel, want 2 (the controller reports it as observed)", run.Generation)
 	}
-	run.Spec.Cancel = false
+	run.Spec.Stop = ""
 	err := c.Update(ctx, run)
-	if err == nil || !strings.Contains(err.Error(), "spec.cancel cannot be unset") {
-		t.Fatalf("unsetting spec.cancel: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "spec.stop cannot be unset") {
+		t.Fatalf("unsetting spec.stop: %v", err)
 	}
 	// A server-side apply of the same manifest (what GitOps tools do)
 	// passes unchanged.
@@ -287,9 +288,9 @@ func TestImmutabilityRuleCoversEverySpecField(t *testing.T) {
 	}
 	required := spec.Required
 	for field := range spec.Properties {
-		if field == "cancel" {
-			if strings.Contains(rule, "cancel") {
-				t.Error("the immutability rule must leave spec.cancel out")
+		if field == "stop" {
+			if strings.Contains(rule, "stop") {
+				t.Error("the immutability rule must leave spec.stop out")
 			}
 			continue
 		}

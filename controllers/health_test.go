@@ -27,7 +27,7 @@ import (
 // charts/agentrun/docs, each computed for the same AgentRuns: one in every
 // state the controller writes, made by its own pure functions, plus the
 // two states the API server shows before the controller has written (a
-// new run, a spec.cancel not yet observed).
+// new run, a spec.stop not yet observed).
 
 // healthState is one AgentRun as the API server returns it, and what each
 // tool must make of it.
@@ -45,7 +45,9 @@ func asServed(t *testing.T, generation int64, st v1alpha1.AgentRunStatus) map[st
 	t.Helper()
 	run := newRun("r", nil)
 	run.Generation = generation
-	run.Spec.Cancel = generation > 1 // the only spec change there can be
+	if generation > 1 { // the only spec change there can be
+		run.Spec.Stop = v1alpha1.StopGraceful
+	}
 	run.Status = st
 	run.APIVersion, run.Kind = v1alpha1.GroupVersion.String(), "AgentRun"
 	b, err := json.Marshal(run)
@@ -127,13 +129,13 @@ func healthStates(t *testing.T) []healthState {
 		{"cancelled before its Job", asServed(t, 2, written(v1alpha1.AgentRunStatus{}, 2, observation{Now: now, Cancel: true})),
 			failed, degraded, failed},
 		{"held by a spent budget", asServed(t, 1, applyHold(written(v1alpha1.AgentRunStatus{}, 1, observation{Now: now}),
-			hold{Reason: ReasonBudgetExhausted, Message: "AgentBudget b is spent"}, 1, now)), inProgress, progressing, inProgress},
+			hold{Reason: v1alpha1.ReasonBudgetExhausted, Message: "AgentBudget b is spent"}, 1, now)), inProgress, progressing, inProgress},
 		{"stopped for a budget", asServed(t, 1, func() v1alpha1.AgentRunStatus {
 			obs := observation{Now: now, Started: true, Job: testJob(nil), Summary: endSummary(events.StatusInterrupted, "partial"),
 				Pod: testPod(func(p *corev1.Pod) {
 					agentTerminated(130, "Error", "")(p)
 					deletedAt(t0, 30)(p)
-					p.Annotations = map[string]string{AnnotationStopReason: ReasonBudgetExceeded, AnnotationStopMessage: "AgentBudget b is spent"}
+					p.Annotations = map[string]string{AnnotationStopReason: v1alpha1.ReasonBudgetExceeded, AnnotationStopMessage: "AgentBudget b is spent"}
 				})}
 			oc, _ := computeOutcome(obs, DefaultGraces)
 			return computeStatus(running, 1, obs, refineOutcome(obs, oc))
@@ -157,7 +159,7 @@ func TestHealthStatesCoverEveryPhase(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Pending", "Queued", "Running", "Succeeded", "Failed", "Finished", "Timeout", "Limit",
-		ReasonCancelled, ReasonOOMKilled, ReasonPodDeleted, ReasonPodVanished, ReasonDeadlineExceeded} {
+		v1alpha1.ReasonCancelled, v1alpha1.ReasonOOMKilled, v1alpha1.ReasonPodDeleted, v1alpha1.ReasonPodVanished, v1alpha1.ReasonDeadlineExceeded} {
 		if !seen[want] {
 			t.Errorf("no state with %s", want)
 		}

@@ -370,7 +370,7 @@ func agentSecurityContext(spec v1alpha1.AgentRunSpec, cfg JobConfig) *corev1.Sec
 		RunAsNonRoot:             ptr.To(true),
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
-	if sandboxOf(spec) == v1alpha1.SandboxBubblewrap {
+	if spec.SandboxOrDefault() == v1alpha1.SandboxBubblewrap {
 		if cfg.SandboxSeccomp != nil {
 			sc.SeccompProfile = cfg.SandboxSeccomp.DeepCopy()
 		}
@@ -387,13 +387,6 @@ func agentSecurityContext(spec v1alpha1.AgentRunSpec, cfg JobConfig) *corev1.Sec
 		}
 	}
 	return sc
-}
-
-func sandboxOf(spec v1alpha1.AgentRunSpec) v1alpha1.SandboxMode {
-	if spec.Sandbox == "" {
-		return v1alpha1.SandboxBubblewrap
-	}
-	return spec.Sandbox
 }
 
 func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount) {
@@ -477,6 +470,7 @@ func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
 // RunFlags is the runner's command line for spec, its prompt as written
 // (AgentArgs escapes it for the kubelet).
 func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
+	network := spec.NetworkOrDefault()
 	f := podcontract.RunFlags{
 		Runtime:     string(spec.Runtime),
 		Model:       spec.Model,
@@ -488,13 +482,13 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 		Timeout:     timeoutOf(spec),
 		NoSubagents: spec.Subagents != nil && !*spec.Subagents,
 		SandboxFlags: podcontract.SandboxFlags{
-			Sandbox: string(sandboxOf(spec)),
-			Network: string(networkModeOf(spec)),
+			Sandbox: spec.SandboxOrDefault().Flag(),
+			Network: network.Mode.Flag(),
 			// The workspace's .git stays writable in a Pod: no git on a
 			// host runs in it afterwards (the reason .git is read-only by
 			// default on a machine), and agents commit there.
 			WritableGit: true,
-			AllowHosts:  spec.Network.AllowHosts,
+			AllowHosts:  network.AllowHosts,
 			DenyRead:    spec.DenyRead,
 		},
 	}
@@ -509,7 +503,7 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 			f.MaxTokens = *l.MaxTokens
 		}
 	}
-	for _, h := range spec.Network.AddHosts {
+	for _, h := range network.AddHosts {
 		f.AddHosts = append(f.AddHosts, h.Name+"="+h.IP)
 	}
 	// The sandbox gives the agent a minimal environment; --pass-env names
@@ -552,14 +546,6 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 		}
 	}
 	return f
-}
-
-// networkModeOf is spec.network.mode, Full when unset.
-func networkModeOf(spec v1alpha1.AgentRunSpec) v1alpha1.NetworkMode {
-	if spec.Network.Mode == "" {
-		return v1alpha1.NetworkFull
-	}
-	return spec.Network.Mode
 }
 
 // literal escapes a value for the kubelet's $(NAME) expansion.

@@ -25,7 +25,7 @@ func newRun(name string, edit func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
 			Timeout:   "1h",
 			Subagents: ptr.To(true),
 			Sandbox:   v1alpha1.SandboxBubblewrap,
-			Network:   v1alpha1.Network{Mode: v1alpha1.NetworkFull},
+			Network:   &v1alpha1.Network{Mode: v1alpha1.NetworkFull},
 		},
 	}
 	if edit != nil {
@@ -51,7 +51,7 @@ func TestAgentArgs(t *testing.T) {
 			s.Limits = &v1alpha1.Limits{MaxTurns: ptr.To[int32](7), MaxTokens: ptr.To[int64](100000)}
 			s.Subagents = ptr.To(false)
 			s.Sandbox = v1alpha1.SandboxNone
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"},
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"api.anthropic.com", "*.github.com:443"},
 				AddHosts: []v1alpha1.HostAddress{{Name: "gateway.test", IP: "10.0.0.7"}}}
 			s.DenyRead = []string{"/etc/secret"}
 			s.Env = []corev1.EnvVar{{Name: "ANTHROPIC_API_KEY", ValueFrom: &corev1.EnvVarSource{
@@ -86,7 +86,7 @@ func TestAgentArgs(t *testing.T) {
 			s.Prompt.Text = ptr.To("--help me")
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "--help me"}},
 		{"unset defaults", func(s *v1alpha1.AgentRunSpec) {
-			s.Timeout, s.Sandbox, s.Network.Mode, s.Subagents = "", "", "", nil
+			s.Timeout, s.Sandbox, s.Network, s.Subagents = "", "", nil, nil
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "fix the failing test"}},
 	}
 	for _, tt := range tests {

@@ -46,7 +46,7 @@ func TestAgentPodsPassPodSecurity(t *testing.T) {
 			s.Images = []v1alpha1.ImageSource{{ConfigMapKeyRef: &v1alpha1.KeyRef{Name: "imgs", Key: "a.png"}}, {SecretKeyRef: &v1alpha1.KeyRef{Name: "p", Key: "b.png"}}}
 			s.Session = &v1alpha1.Session{ClaimName: "sessions"}
 			s.Workspace = &v1alpha1.Workspace{ClaimName: "repo", SubPath: "src"}
-			s.Network = v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"github.com"}}
+			s.Network = &v1alpha1.Network{Mode: v1alpha1.NetworkCustom, AllowHosts: []string{"github.com"}}
 			s.PodOverrides = &v1alpha1.PodOverrides{ServiceAccountName: "agents", RuntimeClassName: ptr.To("gvisor"),
 				NodeSelector: map[string]string{"pool": "agents"}, Tolerations: []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists}},
 				Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: mustQuantity("4Gi")}},

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Generates docs/api.md, the AgentRun API reference, from the Go types and
+# Generates docs/api-reference.md, the AgentRun API reference, from the Go types and
 # their markers in api/ with the pinned crd-ref-docs (built from the Go
 # module proxy into .cache/tools by hack/k8s-tool.sh; configuration in
 # hack/api-docs.yaml).
-# Usage: hack/api-docs.sh [OUTFILE]   (make docs; default docs/api.md)
+# Usage: hack/api-docs.sh [OUTFILE]   (make docs; default docs/api-reference.md)
 # With OUTFILE the reference is written there instead (the staleness test in
 # docs/ compares the two).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$root/docs/api.md}
+out=${1:-$root/docs/api-reference.md}
 tool=$("$root/hack/k8s-tool.sh" crd-ref-docs)
 cd "$root"
 tmp=$(mktemp -d)

@@ -67,7 +67,7 @@ spec:
   limits:
     maxTurns: 5
   network:
-    mode: custom
+    mode: Custom
     allowHosts:
       - api.anthropic.com:443
 EOF
@@ -97,7 +97,7 @@ spec:
       hosts: [http://mock-model.test:$mock_port]
   timeout: 5m
   network:
-    mode: custom
+    mode: Custom
     addHosts:
       - {name: mock-model.test, ip: "$host_ip"}
     allowHosts:

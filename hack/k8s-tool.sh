@@ -3,7 +3,7 @@
 # .cache/tools and prints its path:
 #   hack/k8s-tool.sh controller-gen   sigs.k8s.io/controller-tools (CRD, RBAC, deepcopy)
 #   hack/k8s-tool.sh helm             helm.sh/helm/v3 (chart lint and template tests)
-#   hack/k8s-tool.sh crd-ref-docs     github.com/elastic/crd-ref-docs (docs/api.md)
+#   hack/k8s-tool.sh crd-ref-docs     github.com/elastic/crd-ref-docs (docs/api-reference.md)
 # The version pins live here; `go install pkg@version` checks every module
 # against the checksum database. Idempotent: an existing binary is reused.
 set -euo pipefail

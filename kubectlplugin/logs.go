@@ -210,9 +210,9 @@ func noLogError(run *v1alpha1.AgentRun) error {
 	switch {
 	case run.Status.PodName == "":
 		return fmt.Errorf("agentrun %s ended without a Pod, so there is no event log. %s", run.Name, keep)
-	case run.Spec.TTLSecondsAfterFinished != nil:
-		return fmt.Errorf("the Pod %s of agentrun %s is gone, and its event log with it: spec.ttlSecondsAfterFinished (%ds) removes the Job and Pod after the end. %s",
-			run.Status.PodName, run.Name, *run.Spec.TTLSecondsAfterFinished, keep)
+	case run.Spec.Retention != nil && run.Spec.Retention.JobTTLAfterEnd != "":
+		return fmt.Errorf("the Pod %s of agentrun %s is gone, and its event log with it: spec.retention.jobTTLAfterEnd (%s) removes the Job and Pod after the end. %s",
+			run.Status.PodName, run.Name, run.Spec.Retention.JobTTLAfterEnd, keep)
 	default:
 		return fmt.Errorf("the Pod %s of agentrun %s is gone, and its event log with it (it was deleted). %s", run.Status.PodName, run.Name, keep)
 	}

@@ -121,9 +121,9 @@ func TestLogs(t *testing.T) {
 				Detail: "the runner image could not be pulled"},
 			pod: &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}},
 			err: "agentrun pullfail ended before the events container of its Pod pullfail-pod started: Failed (ImagePullFailed): the runner image could not be pulled"},
-		{name: "Pod removed by the TTL", run: "ttl", args: []string{"-f"}, spec: v1alpha1.AgentRunSpec{TTLSecondsAfterFinished: i32(60)},
+		{name: "Pod removed by the TTL", run: "ttl", args: []string{"-f"}, spec: v1alpha1.AgentRunSpec{Retention: &v1alpha1.Retention{JobTTLAfterEnd: "60s"}},
 			status: finishedStatus("ttl-pod"),
-			err: "the Pod ttl-pod of agentrun ttl is gone, and its event log with it: spec.ttlSecondsAfterFinished (60s) removes the Job and Pod after the end. " +
+			err: "the Pod ttl-pod of agentrun ttl is gone, and its event log with it: spec.retention.jobTTLAfterEnd (60s) removes the Job and Pod after the end. " +
 				"The AgentRun keeps the outcome, Succeeded (Finished): kubectl agentrun get ttl; the whole result: kubectl get agentrun ttl -o jsonpath='{.status.result}'"},
 		{name: "Pod deleted", run: "deleted", status: finishedStatus("deleted-pod"),
 			err: "the Pod deleted-pod of agentrun deleted is gone, and its event log with it (it was deleted). The AgentRun keeps the outcome, Succeeded (Finished)"},

@@ -68,12 +68,10 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 		run.Spec.Timeout = s.Timeout
 	}
 	if s.TTL != "" {
-		d, err := time.ParseDuration(s.TTL)
-		if err != nil || d < 0 || d%time.Second != 0 || d > time.Duration(1<<31-1)*time.Second {
-			return nil, fmt.Errorf("--ttl %q: a duration in whole seconds such as 1h or 90s (0s removes the Job and Pod right after the end)", s.TTL)
+		if d, err := time.ParseDuration(s.TTL); err != nil || d < 0 {
+			return nil, fmt.Errorf("--ttl %q: a duration such as 1h or 90s (0s removes the Job and Pod right after the end)", s.TTL)
 		}
-		ttl := int32(d / time.Second)
-		run.Spec.TTLSecondsAfterFinished = &ttl
+		run.Spec.Retention = &v1alpha1.Retention{JobTTLAfterEnd: s.TTL}
 	}
 	if s.MaxTurns > 0 || s.MaxTokens > 0 {
 		run.Spec.Limits = &v1alpha1.Limits{}
@@ -88,9 +86,11 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 		f := false
 		run.Spec.Subagents = &f
 	}
-	if err := s.network(&run.Spec.Network); err != nil {
+	network, err := s.network()
+	if err != nil {
 		return nil, err
 	}
+	run.Spec.Network = network
 	for _, kv := range s.Env {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
@@ -118,31 +118,37 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 	return run, nil
 }
 
-// network fills spec.network: --allow-host makes the mode custom, as
-// `agentrun run --allow-host` does.
-func (s runSpec) network(n *v1alpha1.Network) error {
-	mode := s.Network
+// network is spec.network from the flags, nil when they set none (the
+// CRD's default then applies): --allow-host makes the mode Custom, as
+// `agentrun run --allow-host` makes it custom. The flags take the
+// command line's lower-case spelling.
+func (s runSpec) network() (*v1alpha1.Network, error) {
+	flag := s.Network
 	switch {
-	case len(s.AllowHosts) > 0 && mode != "" && mode != string(v1alpha1.NetworkCustom):
-		return fmt.Errorf("--allow-host makes the network custom; drop --network %s", mode)
+	case len(s.AllowHosts) > 0 && flag != "" && flag != v1alpha1.NetworkCustom.Flag():
+		return nil, fmt.Errorf("--allow-host makes the network custom; drop --network %s", flag)
 	case len(s.AllowHosts) > 0:
-		mode = string(v1alpha1.NetworkCustom)
+		flag = v1alpha1.NetworkCustom.Flag()
 	}
-	switch v1alpha1.NetworkMode(mode) {
-	case "", v1alpha1.NetworkNone, v1alpha1.NetworkFull, v1alpha1.NetworkCustom:
-	default:
-		return fmt.Errorf("--network %q: use none, full or custom (with --allow-host)", mode)
+	if flag == "" && len(s.AddHosts) == 0 {
+		return nil, nil
 	}
-	n.Mode = v1alpha1.NetworkMode(mode)
-	n.AllowHosts = s.AllowHosts
+	n := &v1alpha1.Network{AllowHosts: s.AllowHosts}
+	if flag != "" {
+		mode, ok := v1alpha1.NetworkModeFromFlag(flag)
+		if !ok {
+			return nil, fmt.Errorf("--network %q: use none, full or custom (with --allow-host)", flag)
+		}
+		n.Mode = mode
+	}
 	for _, h := range s.AddHosts {
 		name, ip, ok := strings.Cut(h, "=")
 		if !ok || name == "" || net.ParseIP(ip) == nil {
-			return fmt.Errorf("--add-host %q: write NAME=IP, as Docker's flag", h)
+			return nil, fmt.Errorf("--add-host %q: write NAME=IP, as Docker's flag", h)
 		}
 		n.AddHosts = append(n.AddHosts, v1alpha1.HostAddress{Name: name, IP: ip})
 	}
-	return nil
+	return n, nil
 }
 
 // credentialForm is how a --credential is written.

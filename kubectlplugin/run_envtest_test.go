@@ -48,7 +48,7 @@ func TestRun(t *testing.T) {
 		}
 		sp := run.Spec
 		if sp.Runtime != "claude-code" || sp.Model != "sonnet" || sp.Timeout != "5m" || *sp.Prompt.Text != "给 parse 模块补测试并修复失败" ||
-			run.Labels["team"] != "parsers" || sp.Network.Mode != "custom" || len(sp.Credentials) != 1 || len(sp.Env) != 1 {
+			run.Labels["team"] != "parsers" || sp.Network.Mode != v1alpha1.NetworkCustom || len(sp.Credentials) != 1 || len(sp.Env) != 1 {
 			t.Errorf("the created run: %+v %+v", run.ObjectMeta, sp)
 		}
 	})
@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 	t.Run("server dry run", func(t *testing.T) {
 		r := cl.plugin("run", "-n", cl.ns, "--runtime", "codex", "--name", "checked", "--dry-run=server", "hello")
 		// The API server's defaults are in; nothing was created.
-		if r.code != 0 || !strings.Contains(r.stdout, "  timeout: 1h\n") || !strings.Contains(r.stdout, "  sandbox: bubblewrap\n") ||
+		if r.code != 0 || !strings.Contains(r.stdout, "  timeout: 1h\n") || !strings.Contains(r.stdout, "  sandbox: Bubblewrap\n") ||
 			!strings.Contains(r.stdout, "name: checked\n") || strings.Contains(r.stdout, "managedFields") {
 			t.Errorf("exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)
 		}

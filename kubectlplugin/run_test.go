@@ -24,8 +24,8 @@ func TestBuild(t *testing.T) {
 	}{
 		{"minimal: generated name, the prompt, nothing else", func(*runSpec) {}, func(r *v1alpha1.AgentRun) string {
 			if r.GenerateName != "claude-code-" || r.Name != "" || r.Namespace != "team" || *r.Spec.Prompt.Text != "fix the tests" ||
-				r.Spec.Runtime != "claude-code" || r.Spec.Model != "" || r.Spec.Timeout != "" || r.Spec.Network.Mode != "" ||
-				r.Spec.Limits != nil || r.Spec.Subagents != nil || r.Spec.TTLSecondsAfterFinished != nil || r.Labels != nil {
+				r.Spec.Runtime != "claude-code" || r.Spec.Model != "" || r.Spec.Timeout != "" || r.Spec.Network != nil ||
+				r.Spec.Limits != nil || r.Spec.Subagents != nil || r.Spec.Retention != nil || r.Labels != nil {
 				return "unexpected fields"
 			}
 			return ""
@@ -34,7 +34,7 @@ func TestBuild(t *testing.T) {
 			s.Name, s.Model, s.Timeout, s.TTL, s.MaxTurns, s.MaxTokens, s.NoSubagents = "fix-1", "sonnet", "30m", "1h", 20, 100000, true
 		}, func(r *v1alpha1.AgentRun) string {
 			if r.Name != "fix-1" || r.GenerateName != "" || r.Spec.Model != "sonnet" || r.Spec.Timeout != "30m" ||
-				*r.Spec.TTLSecondsAfterFinished != 3600 || *r.Spec.Limits.MaxTurns != 20 || *r.Spec.Limits.MaxTokens != 100000 || *r.Spec.Subagents {
+				r.Spec.Retention.JobTTLAfterEnd != "1h" || *r.Spec.Limits.MaxTurns != 20 || *r.Spec.Limits.MaxTokens != 100000 || *r.Spec.Subagents {
 				return "fields not set"
 			}
 			return ""
@@ -104,7 +104,8 @@ func TestBuildRejects(t *testing.T) {
 		{"blank prompt", func(s *runSpec) { s.Prompt = " \n" }, "the prompt is empty"},
 		{"timeout", func(s *runSpec) { s.Timeout = "30" }, `--timeout "30": a duration such as 30m`},
 		{"negative timeout", func(s *runSpec) { s.Timeout = "-1m" }, `--timeout "-1m"`},
-		{"ttl fraction", func(s *runSpec) { s.TTL = "1.5s" }, `--ttl "1.5s": a duration in whole seconds`},
+		{"ttl not a duration", func(s *runSpec) { s.TTL = "1 day" }, `--ttl "1 day": a duration such as 1h`},
+		{"negative ttl", func(s *runSpec) { s.TTL = "-5m" }, `--ttl "-5m": a duration such as 1h`},
 		{"network", func(s *runSpec) { s.Network = "open" }, `--network "open": use none, full or custom`},
 		{"allow-host with network full", func(s *runSpec) { s.Network, s.AllowHosts = "full", []string{"a.test"} },
 			"--allow-host makes the network custom; drop --network full"},
@@ -194,7 +195,7 @@ spec:
   network:
     allowHosts:
     - github.com
-    mode: custom
+    mode: Custom
   prompt:
     text: |
       the prompt

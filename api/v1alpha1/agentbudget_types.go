@@ -10,7 +10,7 @@ import (
 // outside the agents: while the budget is spent, new runs it covers stay
 // Queued (reason BudgetExhausted) without a Job, and when their usage,
 // live while they run, pushes it past a cap, the running runs it covers
-// are stopped as by spec.cancel (their usage and result so far are kept)
+// are stopped as by spec.stop (their usage and result so far are kept)
 // and end with reason BudgetExceeded. README.md, "Budgets: a cap per
 // namespace and window", says what counts and when.
 //
@@ -78,12 +78,6 @@ const (
 	CalendarMonth CalendarPeriod = "Month"
 )
 
-// ConditionExhausted is the AgentBudget's condition: True while the budget
-// is spent (reason TokensSpent or CostSpent, or InvalidWindow for a time
-// zone the manager does not know), False (reason WithinBudget) otherwise.
-// While it is True, new runs the budget covers stay Queued and the running
-// ones are stopped.
-const ConditionExhausted = "Exhausted"
 
 // AgentBudgetStatus is what the budget's window has spent, and by which
 // runs.

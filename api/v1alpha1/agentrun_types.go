@@ -26,28 +26,45 @@ const (
 )
 
 // SandboxMode is how the agent is isolated inside its container.
-// +kubebuilder:validation:Enum=bubblewrap;none
+// +kubebuilder:validation:Enum=Bubblewrap;None
 type SandboxMode string
 
 // Sandbox modes.
 const (
-	SandboxBubblewrap SandboxMode = "bubblewrap"
-	SandboxNone       SandboxMode = "none"
+	// SandboxBubblewrap: the agent runs in new user, network, PID, IPC,
+	// UTS and mount namespaces, with the filter proxy its only way out.
+	SandboxBubblewrap SandboxMode = "Bubblewrap"
+	// SandboxNone: the agent runs in the container as the runner does.
+	SandboxNone SandboxMode = "None"
 )
 
 // NetworkMode is what the agent may reach through the runner's filter proxy.
-// +kubebuilder:validation:Enum=none;full;custom
+// +kubebuilder:validation:Enum=None;Full;Custom
 type NetworkMode string
 
 // Network modes.
 const (
 	// NetworkNone: no connection leaves the sandbox.
-	NetworkNone NetworkMode = "none"
+	NetworkNone NetworkMode = "None"
 	// NetworkFull: any public address; private, loopback and metadata
 	// addresses stay refused.
-	NetworkFull NetworkMode = "full"
+	NetworkFull NetworkMode = "Full"
 	// NetworkCustom: only the hosts in allowHosts.
-	NetworkCustom NetworkMode = "custom"
+	NetworkCustom NetworkMode = "Custom"
+)
+
+// StopMode is how spec.stop ends a run.
+// +kubebuilder:validation:Enum=Graceful
+type StopMode string
+
+// Stop modes.
+const (
+	// StopGraceful interrupts a running agent as SIGINT does on a terminal:
+	// its Pod is deleted, the runner passes SIGTERM on to the CLI as
+	// SIGINT, waits its grace period, and writes the end summary, so the
+	// partial usage and result are kept (end status interrupted, condition
+	// reason Cancelled). A run that has not started ends without starting.
+	StopGraceful StopMode = "Graceful"
 )
 
 // AgentRunSpec is one run: what `agentrun run` is asked to do, and how its
@@ -55,16 +72,16 @@ const (
 //
 // The spec is immutable from creation: an AgentRun is one run, and a
 // changed spec would be a different run that the recorded status does not
-// describe. The one change accepted is setting cancel. The rule compares
-// every field but cancel, and the presence of each optional one (adding or
+// describe. The one change accepted is setting stop. The rule compares
+// every field but stop, and the presence of each optional one (adding or
 // removing a field is a change too); TestImmutabilityRuleCoversEverySpecField
 // keeps the list complete. Field by field rather than with optional
 // selection (`self.?f == oldSelf.?f`): the API server's cost estimate of
 // optional values is unbounded, so that form is refused.
-// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished) && has(self.credentials) == has(oldSelf.credentials) && (!has(self.credentials) || self.credentials == oldSelf.credentials) && has(self.upstreamCA) == has(oldSelf.upstreamCA) && (!has(self.upstreamCA) || self.upstreamCA == oldSelf.upstreamCA)",message="spec is immutable: only spec.cancel may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
-// +kubebuilder:validation:XValidation:rule="!oldSelf.?cancel.orValue(false) || self.?cancel.orValue(false)",message="spec.cancel cannot be unset: a cancelled run stays cancelled; create a new AgentRun to run again"
-// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.sandbox) || self.sandbox != 'none'",message="spec.credentials needs the bubblewrap sandbox: its filter proxy puts the real value in"
-// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.network) || !has(self.network.mode) || self.network.mode != 'none'",message="spec.credentials needs network access to its hosts: network.mode none reaches none"
+// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.retention) == has(oldSelf.retention) && (!has(self.retention) || self.retention == oldSelf.retention) && has(self.credentials) == has(oldSelf.credentials) && (!has(self.credentials) || self.credentials == oldSelf.credentials) && has(self.upstreamCA) == has(oldSelf.upstreamCA) && (!has(self.upstreamCA) || self.upstreamCA == oldSelf.upstreamCA)",message="spec is immutable: only spec.stop may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && self.stop == oldSelf.stop)",message="spec.stop cannot be unset or changed: a stopped run stays stopped; create a new AgentRun to run again"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.sandbox) || self.sandbox != 'None'",message="spec.credentials needs the Bubblewrap sandbox: its filter proxy puts the real value in"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.network) || !has(self.network.mode) || self.network.mode != 'None'",message="spec.credentials needs network access to its hosts: network.mode None reaches none"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || !has(self.env) || self.credentials.all(c, !self.env.exists(e, e.name == c.name))",message="a credential's name is also in spec.env: the agent gets the credential's stand-in, so set the variable only once"
 // +kubebuilder:validation:XValidation:rule="!has(self.upstreamCA) || (has(self.credentials) && size(self.credentials) > 0)",message="spec.upstreamCA verifies the credentials' hosts: add spec.credentials, or drop it"
 type AgentRunSpec struct {
@@ -124,14 +141,10 @@ type AgentRunSpec struct {
 	// such as 30m or 2h (whole seconds are used). The Job's
 	// activeDeadlineSeconds is set above it, as a backstop. A string, not
 	// a metav1.Duration, so that it reads back exactly as written (the
-	// immutability rule compares the spec as stored).
-	//
-	// It is a duration while ttlSecondsAfterFinished counts seconds, on
-	// purpose: each keeps the shape of the field people know it from.
-	// ttlSecondsAfterFinished has the name, unit and meaning of the
-	// batch/v1 Job field; timeout is what Tekton's and Argo Workflows'
-	// run timeouts look like, and a run's budget is written 30m or 2h,
-	// not 1800. Both are validated, so neither reads ambiguously.
+	// immutability rule compares the spec as stored). Every length of time
+	// in the spec is such a duration (retention's too), as Tekton's and
+	// Argo Workflows' timeouts are: a run's budget is written 30m or 2h,
+	// not 1800.
 	// +optional
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:MaxLength=32
@@ -148,16 +161,19 @@ type AgentRunSpec struct {
 	// +kubebuilder:default=true
 	Subagents *bool `json:"subagents,omitempty"`
 
-	// Sandbox is bubblewrap (the default: the agent runs in a new user,
-	// network, PID and mount namespace) or none.
+	// Sandbox is Bubblewrap (the default: the agent runs in a new user,
+	// network, PID and mount namespace) or None.
 	// +optional
-	// +kubebuilder:default=bubblewrap
+	// +kubebuilder:default=Bubblewrap
 	Sandbox SandboxMode `json:"sandbox,omitempty"`
 
-	// Network is what the agent may reach.
+	// Network is what the agent may reach. A pointer, so that a typed
+	// client that leaves it out sends nothing and gets the CRD's default
+	// (mode Full, or the one the chart's defaults.network sets); the
+	// manager reads an absent one as mode Full.
 	// +optional
-	// +kubebuilder:default={mode: "full"}
-	Network Network `json:"network,omitempty"`
+	// +kubebuilder:default={mode: "Full"}
+	Network *Network `json:"network,omitempty"`
 
 	// DenyRead lists absolute paths the agent cannot read, after the
 	// runner's defaults (--deny-read); none inside the workspace.
@@ -183,29 +199,27 @@ type AgentRunSpec struct {
 	// +optional
 	PodOverrides *PodOverrides `json:"podOverrides,omitempty"`
 
-	// TTLSecondsAfterFinished deletes the run's Job, and with it its Pod
-	// and the event log (`kubectl logs -c events`), this many seconds
-	// after the run's end is in status. The AgentRun itself stays, as the
-	// record of the run (status, usage, cost, result): agentrun never
-	// deletes an AgentRun, because GitOps tools (Argo CD with self-heal,
-	// Flux) re-create a missing object, which would start the run, and
-	// pay for it, again. Unset keeps the Job and Pod too.
+	// Retention is how long what the run leaves in the cluster is kept
+	// once its end is in status. The AgentRun itself stays, as the record
+	// of the run (status, usage, cost, result): agentrun never deletes an
+	// AgentRun, because GitOps tools (Argo CD with self-heal, Flux)
+	// re-create a missing object, which would start the run, and pay for
+	// it, again.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
-	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	Retention *Retention `json:"retention,omitempty"`
 
-	// Cancel stops the run: the one change the spec accepts after
-	// creation, and it cannot be undone. A running agent is stopped as an
-	// interrupted one (its Pod is deleted: SIGTERM, which agentrun passes
-	// to the CLI as SIGINT, then its end summary), so the partial usage
-	// and result are kept; a run that has not started (no Job yet, a Job
+	// Stop stops the run: the one change the spec accepts after creation,
+	// and it cannot be undone or changed. Graceful (the one mode today)
+	// stops a running agent as an interrupted one, keeping its partial
+	// usage and result; a run that has not started (no Job yet, a Job
 	// queued by Kueue, a Pod whose agent has not started) ends without
-	// starting. Either way the run ends with endStatus interrupted and
-	// reason Cancelled (endStatus failed if the agent never reported its
-	// end, say its node was lost), and the AgentRun stays as its record.
-	// Setting it on a run that has already ended changes nothing.
+	// starting. Either way the run ends with reason Cancelled (endStatus
+	// interrupted, or failed if the agent never reported its end, say its
+	// node was lost), and the AgentRun stays as its record. Setting it on
+	// a run that has already ended changes nothing. For example: kubectl
+	// patch agentrun NAME --type merge -p '{"spec":{"stop":"Graceful"}}'.
 	// +optional
-	Cancel bool `json:"cancel,omitempty"`
+	Stop StopMode `json:"stop,omitempty"`
 }
 
 // Credential is one API key the agent never holds. (The same host across
@@ -314,19 +328,19 @@ type Limits struct {
 }
 
 // Network is what the agent may reach through the runner's filter proxy.
-// +kubebuilder:validation:XValidation:rule="!has(self.allowHosts) || size(self.allowHosts) == 0 || (has(self.mode) && self.mode == 'custom')",message="network.allowHosts is only allowed with network.mode custom"
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'custom' || (has(self.allowHosts) && size(self.allowHosts) > 0)",message="network.mode custom needs at least one network.allowHosts entry"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowHosts) || size(self.allowHosts) == 0 || (has(self.mode) && self.mode == 'Custom')",message="network.allowHosts is only allowed with network.mode Custom"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Custom' || (has(self.allowHosts) && size(self.allowHosts) > 0)",message="network.mode Custom needs at least one network.allowHosts entry"
 type Network struct {
-	// Mode: none (no connection leaves the sandbox), full (public
-	// addresses), custom (only allowHosts).
+	// Mode: None (no connection leaves the sandbox), Full (public
+	// addresses), Custom (only allowHosts).
 	// +optional
-	// +kubebuilder:default=full
+	// +kubebuilder:default=Full
 	Mode NetworkMode `json:"mode,omitempty"`
 	// AllowHosts are HOST or HOST:PORT (without a port: 80 and 443);
 	// `*.example.com` matches subdomains. An IPv4 address needs its port
 	// (10.0.0.5:8080): it lifts the private-address refusal for exactly
 	// that address and port, an in-cluster model gateway. Only with mode
-	// custom.
+	// Custom.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=260
@@ -353,6 +367,17 @@ type HostAddress struct {
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="addHosts[].ip must be an IPv4 or IPv6 address"
 	IP string `json:"ip"`
+}
+
+// Retention is how long a run's Job is kept after its end.
+type Retention struct {
+	// JobTTLAfterEnd deletes the run's Job, and with it its Pod and the
+	// event log (`kubectl logs -c events`), this long after the run's end
+	// is in status: a duration such as 10m or 24h. Unset keeps them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="retention.jobTTLAfterEnd must be a duration between 0s and 8760h (a year), such as 10m or 24h"
+	JobTTLAfterEnd string `json:"jobTTLAfterEnd,omitempty"`
 }
 
 // Session saves and resumes the runtime's session.
@@ -447,8 +472,10 @@ type PodOverrides struct {
 // +kubebuilder:validation:Enum=Pending;Queued;Running;Succeeded;Failed
 type Phase string
 
-// Phases, in the only order a run goes through them (Queued and Running may
-// be skipped); status never goes back.
+// Phases. A run starts Pending; it may go between Pending and Queued (a
+// queue such as Kueue suspends and admits its Job, a budget holds it back
+// and lets it go), then to Running, and ends Succeeded or Failed. It never
+// goes back from Running, and an end is final.
 const (
 	// PhasePending: the Job is being created or its Pod is not running yet.
 	PhasePending Phase = "Pending"
@@ -462,55 +489,6 @@ const (
 	PhaseSucceeded Phase = "Succeeded"
 	// PhaseFailed: any other end, or a Pod that ended without a summary.
 	PhaseFailed Phase = "Failed"
-)
-
-// Condition types. Every condition is always present once the controller
-// has written status; each carries observedGeneration. The set serves
-// three readers: people and `kubectl wait` (Succeeded, Ended, Running),
-// kstatus-based tools such as Flux and kpt (Ready, Reconciling, Stalled),
-// and Argo CD's health check (charts/agentrun/docs reads Succeeded).
-const (
-	// ConditionSucceeded is the terminal condition, positive polarity.
-	// Unknown until the run ends (reason Pending, Queued or Running); then
-	// True when end.status is finished, else False. Its reason at the end
-	// is the end status in CamelCase (Finished, Failed, Timeout, Limit,
-	// Interrupted, Rejected), Cancelled for a run stopped by spec.cancel,
-	// or, when the Pod ended without an end summary, what the controller
-	// saw instead (DeadlineExceeded, OOMKilled, ImagePullFailed,
-	// ContainerConfigError, Unschedulable, Evicted, NoSummary,
-	// PodVanished, PodDeleted, JobDeleted, JobFailed, JobRejected).
-	// BudgetExceeded: an AgentBudget covering the run was spent while it
-	// ran, and the agent was stopped as for a cancel (the message names
-	// the budget); Preempted: a queue (Kueue) suspended or evicted the
-	// run's Job after the agent had started.
-	// `kubectl wait --for=condition=Succeeded` waits for success only.
-	ConditionSucceeded = "Succeeded"
-	// ConditionEnded is True once the run has ended, whatever the outcome,
-	// with the same reason as Succeeded; False (reason Pending, Queued or
-	// Running) before. `kubectl wait --for=condition=Ended` returns for a
-	// failed run as for a successful one.
-	ConditionEnded = "Ended"
-	// ConditionRunning is True while the agent container runs; False with
-	// reason Pending, Queued or Ended otherwise.
-	ConditionRunning = "Running"
-	// ConditionReady follows the kstatus convention (positive polarity):
-	// True only when the run has succeeded (reason Finished), False
-	// otherwise (reason Pending, Queued or Running while in progress, the
-	// Succeeded reason once it failed). kstatus reads a True Ready as
-	// Current.
-	ConditionReady = "Ready"
-	// ConditionReconciling follows the kstatus convention (abnormal-true):
-	// True while the run is in progress (reason Pending, Queued or
-	// Running), False (reason Ended) once it has ended. kstatus reads a
-	// True Reconciling as InProgress, so Flux `wait` and `dependsOn` wait
-	// for the run.
-	ConditionReconciling = "Reconciling"
-	// ConditionStalled follows the kstatus convention (abnormal-true):
-	// True when the run ended without succeeding, with the Succeeded
-	// reason (Timeout, OOMKilled, Cancelled, ...) and message; False
-	// otherwise (reason Pending, Queued, Running or Finished). kstatus
-	// reads a True Stalled as Failed.
-	ConditionStalled = "Stalled"
 )
 
 // AgentRunStatus is the end event of the run made Kubernetes-shaped, plus
@@ -660,10 +638,10 @@ type Usage struct {
 
 // Isolation is how an agent ran.
 type Isolation struct {
-	// Sandbox is bubblewrap or none.
-	Sandbox string `json:"sandbox"`
-	// NetworkMode is none, full or custom.
-	NetworkMode string `json:"networkMode"`
+	// Sandbox is Bubblewrap or None.
+	Sandbox SandboxMode `json:"sandbox"`
+	// NetworkMode is None, Full or Custom.
+	NetworkMode NetworkMode `json:"networkMode"`
 	// NetworkEnforced is true when the sandbox enforced the network
 	// policy (false without a sandbox).
 	NetworkEnforced bool `json:"networkEnforced"`

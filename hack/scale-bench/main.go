@@ -93,7 +93,7 @@ func run(n, workers int, managerBin string, concurrency, qps int, maxRatio float
 	// The direct baseline creates the very Jobs the controller would.
 	template := &v1alpha1.AgentRun{Spec: v1alpha1.AgentRunSpec{Runtime: v1alpha1.RuntimeClaudeCode,
 		Prompt: v1alpha1.PromptSource{Text: ptr.To("fix the failing test")}, Timeout: "1h", Sandbox: v1alpha1.SandboxBubblewrap,
-		Network: v1alpha1.Network{Mode: v1alpha1.NetworkFull}, Subagents: ptr.To(true)}}
+		Network: &v1alpha1.Network{Mode: v1alpha1.NetworkFull}, Subagents: ptr.To(true)}}
 	jobCfg := controllers.JobConfig{RunnerImage: "agentrun-runner:bench", PullPolicy: corev1.PullIfNotPresent}
 	directJob := func(ns string, i int) *batchv1.Job {
 		run := template.DeepCopy()

@@ -184,7 +184,7 @@ type agentRun struct {
 	port                                  int
 	keyEnv                                string            // the variable that gets the Secret's key
 	env                                   map[string]string // literal variables
-	ttlSeconds                            int               // spec.ttlSecondsAfterFinished; 0 leaves it unset
+	jobTTL                                string            // spec.retention.jobTTLAfterEnd; "" leaves it unset
 	// credential passes the key as spec.credentials (to the mock, which
 	// speaks plain HTTP, so its host is declared http://) instead of
 	// spec.env: the agent gets a stand-in.
@@ -233,15 +233,15 @@ metadata:
 		fmt.Fprintf(&b, "    - {name: %s, value: %q}\n", k, v)
 	}
 	fmt.Fprintf(&b, `  network:
-    mode: custom
+    mode: Custom
     addHosts:
       - {name: %[1]s, ip: "%[2]s"}
     allowHosts:
       - %[1]s:%[3]d
       - %[2]s:%[3]d
 `, mockHost, nodeIP, a.port)
-	if a.ttlSeconds > 0 {
-		fmt.Fprintf(&b, "  ttlSecondsAfterFinished: %d\n", a.ttlSeconds)
+	if a.jobTTL != "" {
+		fmt.Fprintf(&b, "  retention:\n    jobTTLAfterEnd: %s\n", a.jobTTL)
 	}
 	return b.String()
 }

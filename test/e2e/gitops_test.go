@@ -12,7 +12,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
 
-// TestCancelRunningRun: spec.cancel, set with a merge patch as a GitOps
+// TestCancelRunningRun: spec.stop, set with a merge patch as a GitOps
 // tool or a person would, stops an agent mid-call: its Pod is deleted, the
 // runner passes the SIGTERM on as SIGINT, the stream ends interrupted, and
 // the AgentRun ends Failed with reason Cancelled, keeping the usage the
@@ -26,7 +26,7 @@ func TestCancelRunningRun(t *testing.T) {
 	wait := follow(t, pod)
 	time.Sleep(time.Second) // into the slow model call
 	cancelled := time.Now()
-	if _, err := kube("patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"cancel":true}}`); err != nil {
+	if _, err := kube("patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"stop":"Graceful"}}`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -39,7 +39,7 @@ func TestCancelRunningRun(t *testing.T) {
 	if c := condition(run, v1alpha1.ConditionEnded); c != "Cancelled/True" {
 		t.Errorf("Ended condition %s", c)
 	}
-	if !strings.HasPrefix(st.Detail, "cancelled (spec.cancel): the agent was stopped at ") {
+	if !strings.HasPrefix(st.Detail, "cancelled (spec.stop): the agent was stopped at ") {
 		t.Errorf("detail %q", st.Detail)
 	}
 	if st.ObservedGeneration != run.Generation {
@@ -72,13 +72,13 @@ func TestCancelRunningRun(t *testing.T) {
 	if out, _ := kube("get", "pods", "-l", "job-name="+name, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("the cancelled run started again: %s", out)
 	}
-	if out, err := kube("patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"cancel":false}}`); err == nil ||
-		!strings.Contains(out+err.Error(), "spec.cancel cannot be unset") {
-		t.Errorf("unsetting spec.cancel: %v %s", err, out)
+	if out, err := kube("patch", "agentrun", name, "--type", "json", "-p", `[{"op":"remove","path":"/spec/stop"}]`); err == nil ||
+		!strings.Contains(out+err.Error(), "spec.stop cannot be unset") {
+		t.Errorf("unsetting spec.stop: %v %s", err, out)
 	}
 }
 
-// TestTTLKeepsRecord: spec.ttlSecondsAfterFinished removes the Job and the
+// TestTTLKeepsRecord: spec.retention.jobTTLAfterEnd removes the Job and the
 // Pod of a finished run; the AgentRun stays with its status (result,
 // usage, cost), so there is nothing for a GitOps tool to re-create, and no
 // new Job appears.
@@ -87,7 +87,7 @@ func TestTTLKeepsRecord(t *testing.T) {
 	_, port := startMock(t, mockmodel.Options{})
 	const name = "e2e-ttl"
 	r := claudeRun(name, "parallel", port)
-	r.ttlSeconds = 5
+	r.jobTTL = "5s"
 	r.apply(t)
 	run := waitEnded(t, name, 3*time.Minute)
 	st := run.Status

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events/format/text"
 	"github.com/agentrun-dev/agentrun/internal/mockmodel"
 )
@@ -65,7 +66,7 @@ func TestKubectlPlugin(t *testing.T) {
 			t.Errorf("a call reached the mock without the key: %+v", c)
 		}
 	}
-	if len(run.Spec.Credentials) != 1 || run.Spec.Network.Mode != "custom" || run.Labels["e2e.agentrun.dev/test"] != name {
+	if len(run.Spec.Credentials) != 1 || run.Spec.Network.Mode != v1alpha1.NetworkCustom || run.Labels["e2e.agentrun.dev/test"] != name {
 		t.Errorf("the run the plugin made: %+v %+v", run.Labels, run.Spec)
 	}
 
@@ -132,7 +133,7 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	gone := plugin(time.Minute, "logs", "-f", name)
 	if gone.code != 1 || !strings.Contains(gone.stderr, "the Pod "+st.PodName+" of agentrun "+name+" is gone") ||
-		!strings.Contains(gone.stderr, "spec.ttlSecondsAfterFinished (45s)") || !strings.Contains(gone.stderr, "Succeeded (Finished)") {
+		!strings.Contains(gone.stderr, "spec.retention.jobTTLAfterEnd (45s)") || !strings.Contains(gone.stderr, "Succeeded (Finished)") {
 		t.Errorf("logs after the TTL: exit %d, stderr %q", gone.code, gone.stderr)
 	}
 }

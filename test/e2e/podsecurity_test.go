@@ -49,7 +49,7 @@ func TestPodSecurityNamespaces(t *testing.T) {
 			if st.Phase != v1alpha1.PhaseSucceeded || st.Result == nil || *st.Result != parallelResult {
 				t.Fatalf("phase %s (%s) detail %q result %v", st.Phase, succeeded(run), st.Detail, st.Result)
 			}
-			want := v1alpha1.Isolation{Sandbox: "bubblewrap", NetworkMode: "custom", NetworkEnforced: true}
+			want := v1alpha1.Isolation{Sandbox: v1alpha1.SandboxBubblewrap, NetworkMode: v1alpha1.NetworkCustom, NetworkEnforced: true}
 			if st.Isolation == nil || *st.Isolation != want {
 				t.Errorf("status.isolation %+v, want %+v", st.Isolation, want)
 			}
@@ -63,9 +63,9 @@ func TestPodSecurityNamespaces(t *testing.T) {
 		// The sample with any public address instead of the mock's, which
 		// the strict preset forbids.
 		m := claudeRun("full", "parallel", port).manifest()
-		full := m[:strings.Index(m, "  network:\n")] + "  network:\n    mode: full\n"
+		full := m[:strings.Index(m, "  network:\n")] + "  network:\n    mode: Full\n"
 		out, err := kubeIn(strings.NewReader(full), "-n", "e2e-restricted", "apply", "-f", "-")
-		const want = "spec.network.mode full (set, or the default) is not allowed by AgentRunPolicy agentrun-policy (namespace e2e-restricted)"
+		const want = "spec.network.mode Full (set, or the default) is not allowed by AgentRunPolicy agentrun-policy (namespace e2e-restricted)"
 		if err == nil || !strings.Contains(out+err.Error(), want) {
 			t.Errorf("apply: %v\n%s\nwant a refusal with %q", err, out, want)
 		}
@@ -115,7 +115,7 @@ spec:
 		if !strings.Contains(reasons, "PodRejected") {
 			t.Errorf("Events of the run: %q, want a PodRejected warning", reasons)
 		}
-		kube("-n", "e2e-baseline", "patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"cancel":true}}`)
+		kube("-n", "e2e-baseline", "patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"stop":"Graceful"}}`)
 		ended := waitEndedIn(t, "e2e-baseline", name, time.Minute)
 		if got := succeeded(ended); got != "Cancelled/False" {
 			t.Errorf("cancelled rejected run: %s", got)

@@ -9,7 +9,7 @@
 --   Progressing  the run has not ended (Succeeded Unknown: pending, queued,
 --                running), the controller has not written status yet, or it
 --                has not seen the latest spec (observedGeneration behind
---                metadata.generation: spec.cancel was just set)
+--                metadata.generation: spec.stop was just set)
 --   Healthy      the run finished (Succeeded True)
 --   Degraded     the run ended any other way (Succeeded False): failed,
 --                timeout, limit, cancelled, a Pod that died; the reason
