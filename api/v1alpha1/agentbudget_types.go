@@ -78,7 +78,6 @@ const (
 	CalendarMonth CalendarPeriod = "Month"
 )
 
-
 // AgentBudgetStatus is what the budget's window has spent, and by which
 // runs.
 type AgentBudgetStatus struct {
