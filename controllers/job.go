@@ -64,7 +64,8 @@ const (
 )
 
 // runnerUID is the runner image's non-root user. bubblewrap needs no
-// capability as a non-root user (TESTENV.md), and a numeric uid lets the
+// capability as a non-root user (docs/kubernetes/pod-security.md, "What
+// bubblewrap needs in a Pod"), and a numeric uid lets the
 // kubelet check runAsNonRoot.
 const runnerUID = 1000
 
@@ -259,8 +260,8 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		// --linger: after end, wait for the kubelet's SIGTERM (sent when
 		// the agent container exits) instead of exiting at once, which
 		// would make the kubelet restart the sidecar and replay the log.
-		// --progress-addr: the live progress the manager reads (README.md,
-		// "Live usage: how it reaches status, and why").
+		// --progress-addr: the live progress the manager reads
+		// (docs/kubernetes/live-usage.md).
 		Args:          sidecarArgs(spec, progressPort(cfg)),
 		Ports:         []corev1.ContainerPort{{Name: progress.PortName, ContainerPort: progressPort(cfg), Protocol: corev1.ProtocolTCP}},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
@@ -366,7 +367,8 @@ func agentResources(defaults corev1.ResourceRequirements, own *corev1.ResourceRe
 }
 
 // agentSecurityContext is what bubblewrap needs and nothing more
-// (TESTENV.md): non-root, no privilege escalation, no capabilities, and the
+// (docs/kubernetes/pod-security.md, "What bubblewrap needs in a Pod"):
+// non-root, no privilege escalation, no capabilities, and the
 // manager's seccomp and AppArmor profiles for the sandbox, which allow its
 // namespace and mount calls. Without the sandbox the agent keeps the
 // runtime's default profiles. An AgentRun's podOverrides choose otherwise

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${AGENTRUN_CLI_CACHE:-$root/.cache/clis}
 
-# Pinned versions: see ../shared/design/RUNTIMES.md for why these.
+# Pinned versions: docs/runtimes.md says why these.
 declare -A pkg=(
   [claude-code]="@anthropic-ai/claude-code@2.1.328"
   [codex]="@openai/codex@0.171.0"

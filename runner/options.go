@@ -35,7 +35,7 @@ type Options struct {
 	// agent, NAME or PREFIX* (a Pod's Secret references arrive this way:
 	// the sandbox's environment is otherwise minimal).
 	PassEnv []string
-	// SummaryPath receives the end summary (package summary), a Pod's
+	// SummaryPath receives the end summary (package podcontract), a Pod's
 	// termination message.
 	SummaryPath string
 	Images      []string
