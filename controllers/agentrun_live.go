@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
-	"github.com/agentrun-dev/agentrun/sidecar/progress"
 	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
 // LiveIntervals bound how often the live progress of one run is written to
