@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build kubectl-agentrun plugin-release setup test test-unit fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
+.PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
 
 all: build
 
@@ -34,6 +34,11 @@ test-unit:
 
 fuzz:
 	hack/fuzz.sh $(FUZZTIME)
+
+## test-clis-latest: the real-CLI suites against the newest published CLIs beside the pinned
+## ones (adapters/clis.txt), and what changed; not part of test (it changes with the registry).
+test-clis-latest:
+	hack/test-clis-latest.sh $(RUN)
 
 ## bench: translate+aggregate throughput against a line-split baseline.
 bench:

@@ -98,8 +98,8 @@ type Adapter interface {
 // Runtime describes one supported runtime.
 type Runtime struct {
 	Name string
-	// Binary is the CLI's executable name, looked up in PATH unless the
-	// environment variable BinaryEnv names another path.
+	// Binary is the CLI's executable name (from clis.txt), looked up in
+	// PATH unless the environment variable BinaryEnv names another path.
 	Binary    string
 	BinaryEnv string
 	New       func() Adapter
@@ -110,8 +110,15 @@ var (
 	runtimes = map[string]Runtime{}
 )
 
-// Register makes a runtime available; adapters call it from init.
+// Register makes a runtime available; adapters call it from init, and
+// package adapters/all links them. Its CLI's executable is clis.txt's: a
+// runtime without a pinned CLI could not be installed, so it panics.
 func Register(r Runtime) {
+	cli, ok := PinnedCLI(r.Name)
+	if !ok {
+		panic("adapters: runtime " + r.Name + " has no line in adapters/clis.txt")
+	}
+	r.Binary = cli.Binary
 	mu.Lock()
 	defer mu.Unlock()
 	runtimes[r.Name] = r

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // Reasons of the budget and the queue.
@@ -130,7 +131,7 @@ func (r *AgentRunReconciler) reconcileAdmission(ctx context.Context, s *scope) e
 func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) error {
 	pod := s.obs.Pod
 	if s.outcome != nil || s.run.Spec.Cancel || pod == nil || pod.DeletionTimestamp != nil ||
-		containerStarted(pod, AgentContainer) == nil || containerTerminated(pod, AgentContainer) != nil {
+		containerStarted(pod, podcontract.AgentContainer) == nil || containerTerminated(pod, podcontract.AgentContainer) != nil {
 		return nil
 	}
 	b, err := r.spentBudget(ctx, s.run, s.obs.Now)

@@ -122,9 +122,9 @@ func (h *harness) podExists(pod *corev1.Pod) (*corev1.Pod, bool) {
 func running(at time.Time) func(*corev1.PodStatus) {
 	return func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodRunning
-		s.InitContainerStatuses = []corev1.ContainerStatus{{Name: EventsContainer, Image: "agentrun-runner:test", Started: ptr.To(true),
+		s.InitContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.EventsContainer, Image: "agentrun-runner:test", Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}}
-		s.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, Image: "agentrun-runner:test", Started: ptr.To(true),
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer, Image: "agentrun-runner:test", Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}}
 	}
 }
@@ -229,7 +229,7 @@ func TestJobAndPodShape(t *testing.T) {
 	if agent.Env[0].ValueFrom.SecretKeyRef.Name != "keys" {
 		t.Errorf("the API key must come from the Secret as an env var: %+v", agent.Env)
 	}
-	if pod.InitContainers[0].Name != EventsContainer || *pod.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
+	if pod.InitContainers[0].Name != podcontract.EventsContainer || *pod.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("the events container must be a native sidecar: %+v", pod.InitContainers)
 	}
 	if c := succeeded(run); c == nil || c.Status != metav1.ConditionUnknown || run.Status.JobName != "shape" || run.Status.ObservedGeneration != run.Generation {
@@ -459,7 +459,7 @@ func TestFailuresWithoutSummary(t *testing.T) {
 			pod := h.startPod(job)
 			h.setStatus(pod, func(s *corev1.PodStatus) {
 				s.Phase = corev1.PodPending
-				s.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, Image: "nope",
+				s.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer, Image: "nope",
 					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "InvalidImageName", Message: `couldn't parse image name "nope:"`}}}}
 			})
 		}, ReasonImagePullFailed, "InvalidImageName"},
@@ -513,7 +513,7 @@ func TestImagePullGraceWithInjectedClock(t *testing.T) {
 	pod := h.startPod(h.job("pull"))
 	h.setStatus(pod, func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodPending
-		s.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, Image: "agentrun-runner:test",
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer, Image: "agentrun-runner:test",
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 	})
 	h.phaseIs("pull", v1alpha1.PhasePending)

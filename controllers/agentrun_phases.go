@@ -135,7 +135,7 @@ func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) err
 		return nil
 	}
 	pod := s.obs.Pod
-	if t := containerTerminated(pod, AgentContainer); t != nil {
+	if t := containerTerminated(pod, podcontract.AgentContainer); t != nil {
 		sum, err := podcontract.Decode([]byte(t.Message))
 		if err != nil {
 			s.obs.SummaryErr = err
@@ -159,13 +159,13 @@ func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) err
 // the observation. It returns false while it should wait for that
 // container to terminate (Tekton lost results reading too early).
 func (r *AgentRunReconciler) readEventLog(ctx context.Context, s *scope, pod *corev1.Pod, agent *corev1.ContainerStateTerminated) bool {
-	if containerTerminated(pod, EventsContainer) == nil {
+	if containerTerminated(pod, podcontract.EventsContainer) == nil {
 		deadline := agent.FinishedAt.Add(r.Graces.EventLog)
 		if s.obs.Now.Before(deadline) && pod.DeletionTimestamp == nil {
 			s.requeueAfter(min(logPoll, deadline.Sub(s.obs.Now)))
 			return false
 		}
-		s.obs.LogErr = fmt.Errorf("the %s container did not terminate within %s of the agent", EventsContainer, r.Graces.EventLog)
+		s.obs.LogErr = fmt.Errorf("the %s container did not terminate within %s of the agent", podcontract.EventsContainer, r.Graces.EventLog)
 	} else {
 		s.obs.LogEnd, s.obs.LogErr = readLogEnd(ctx, r.Logs, pod)
 	}
@@ -197,7 +197,7 @@ func (r *AgentRunReconciler) reconcileCancel(ctx context.Context, s *scope) erro
 		return nil
 	}
 	pod := s.obs.Pod
-	if pod == nil || pod.DeletionTimestamp != nil || containerTerminated(pod, AgentContainer) != nil {
+	if pod == nil || pod.DeletionTimestamp != nil || containerTerminated(pod, podcontract.AgentContainer) != nil {
 		// Nothing to stop: no Pod seen yet, already stopping, or ended
 		// (the harvest waits for the events container).
 		return nil
@@ -279,7 +279,7 @@ func hasOtherPods(pods []corev1.Pod, harvested string) bool {
 
 func agentEnded(pods []corev1.Pod) bool {
 	for i := range pods {
-		if containerTerminated(&pods[i], AgentContainer) != nil {
+		if containerTerminated(&pods[i], podcontract.AgentContainer) != nil {
 			return true
 		}
 	}

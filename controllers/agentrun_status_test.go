@@ -47,7 +47,7 @@ func testPod(edit func(*corev1.Pod)) *corev1.Pod {
 }
 
 func agentRunning(p *corev1.Pod) {
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer,
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(time.Second))}}}}
 }
 
@@ -62,7 +62,7 @@ func deletedAt(requested time.Time, grace int64) func(*corev1.Pod) {
 
 func agentTerminated(code int32, reason, message string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer,
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: message,
 				StartedAt: metav1.NewTime(t0.Add(time.Second)), FinishedAt: metav1.NewTime(t0.Add(time.Minute))}}}}
 	}
@@ -95,7 +95,7 @@ func endSummary(status string, result string) *podcontract.Summary {
 func TestComputeOutcome(t *testing.T) {
 	g := Graces{Startup: 5 * time.Minute, Unschedulable: 10 * time.Minute, Deletion: 2 * time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute}
 	profileMissing := func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: podcontract.AgentContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 			Reason: "CreateContainerError", Message: `failed to generate seccomp spec opts: cannot load seccomp profile "/var/lib/kubelet/seccomp/agentrun/bwrap.json": open /var/lib/kubelet/seccomp/agentrun/bwrap.json: no such file or directory`}}}}
 	}
 	unavailable := endSummary(events.StatusFailed, "")
@@ -138,15 +138,15 @@ func TestComputeOutcome(t *testing.T) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "node low on memory"
 		})}, wantReason: ReasonEvicted, wantStatus: events.StatusFailed, wantDetail: "node low on memory"},
 		{name: "image pull error within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "ImagePullBackOff"))}, wantWait: 4 * time.Minute},
+			Pod: testPod(waiting(podcontract.AgentContainer, "ImagePullBackOff"))}, wantWait: 4 * time.Minute},
 		{name: "image pull error after grace", obs: observation{Now: t0.Add(6 * time.Minute), Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "ErrImagePull"))},
+			Pod: testPod(waiting(podcontract.AgentContainer, "ErrImagePull"))},
 			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container agent cannot start: ErrImagePull"},
 		{name: "invalid image name fails at once", obs: observation{Now: t0, Job: testJob(nil),
-			Pod: testPod(waiting(EventsContainer, "InvalidImageName"))},
+			Pod: testPod(waiting(podcontract.EventsContainer, "InvalidImageName"))},
 			wantReason: ReasonImagePullFailed, wantStatus: events.StatusFailed, wantDetail: "container events"},
 		{name: "missing secret after grace", obs: observation{Now: t0.Add(time.Hour), Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "CreateContainerConfigError"))},
+			Pod: testPod(waiting(podcontract.AgentContainer, "CreateContainerConfigError"))},
 			wantReason: ReasonContainerConfigError, wantStatus: events.StatusFailed},
 		// The sandbox cannot run on the node: fail closed, say why.
 		{name: "seccomp profile missing, within its grace", obs: observation{Now: t0.Add(20 * time.Second), Job: testJob(nil),
@@ -160,7 +160,7 @@ func TestComputeOutcome(t *testing.T) {
 			Pod: testPod(agentTerminated(1, "Error", "")), Summary: unavailable},
 			wantReason: ReasonSandboxUnavailable, wantStatus: events.StatusFailed, wantDetail: "No permissions to creating new namespace"},
 		{name: "a missing Secret is not a sandbox matter", obs: observation{Now: t0.Add(2 * time.Minute), Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "CreateContainerConfigError"))}, wantWait: 3 * time.Minute},
+			Pod: testPod(waiting(podcontract.AgentContainer, "CreateContainerConfigError"))}, wantWait: 3 * time.Minute},
 
 		// The Job cannot create the Pod.
 		{name: "pod rejected, within grace", obs: observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: rejection},
@@ -213,7 +213,7 @@ func TestComputeOutcome(t *testing.T) {
 		{name: "cancelled while queued", obs: observation{Cancel: true, Job: testJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) })},
 			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "while queued"},
 		{name: "cancelled while its Pod pulls the image", obs: observation{Cancel: true, Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "ContainerCreating"))},
+			Pod: testPod(waiting(podcontract.AgentContainer, "ContainerCreating"))},
 			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},
 		{name: "cancelled while queued, the Job already deleted for it", obs: observation{Cancel: true, JobGone: true},
 			wantReason: ReasonCancelled, wantStatus: events.StatusInterrupted, wantDetail: "before the agent started"},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // What GitOps tools read from an AgentRun: kstatus (Flux's default, kpt),
@@ -101,7 +102,7 @@ func healthStates(t *testing.T) []healthState {
 		{"pending: the Job is created", asServed(t, 1, written(v1alpha1.AgentRunStatus{}, 1, observation{Now: now, Job: testJob(nil)})),
 			inProgress, progressing, inProgress},
 		{"pending: the Pod pulls its image", asServed(t, 1, written(v1alpha1.AgentRunStatus{}, 1, observation{Now: now, Job: testJob(nil),
-			Pod: testPod(waiting(AgentContainer, "ContainerCreating"))})), inProgress, progressing, inProgress},
+			Pod: testPod(waiting(podcontract.AgentContainer, "ContainerCreating"))})), inProgress, progressing, inProgress},
 		{"queued", asServed(t, 1, written(v1alpha1.AgentRunStatus{}, 1, observation{Now: now, Job: queuedJob})), inProgress, progressing, inProgress},
 		{"running", asServed(t, 1, running), inProgress, progressing, inProgress},
 		{"succeeded", asServed(t, 1, succeeded), current, healthy, current},

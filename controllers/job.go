@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/sidecar/progress"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // Labels, annotations and the finalizer the controller puts on the Job and
@@ -39,25 +39,14 @@ const (
 	HarvestFinalizer = "agentrun.dev/harvest"
 )
 
-// Container names and paths inside the Pod.
+// Volumes of the Pod; the paths they are mounted at are the Pod contract's
+// (package podcontract).
 const (
-	AgentContainer  = "agent"
-	EventsContainer = "events"
-
 	sharedVolume     = "agentrun"
-	sharedDir        = "/agentrun"
-	EventsFile       = sharedDir + "/events.jsonl"
-	RawFile          = sharedDir + "/raw.jsonl"
-	MeterFile        = sharedDir + "/meter.json"
 	workspaceVolume  = "workspace"
-	WorkspaceDir     = "/workspace"
 	sessionsVolume   = "sessions"
-	SessionsDir      = "/sessions"
 	imagesVolume     = "images"
-	imagesDir        = "/agentrun-images"
 	upstreamCAVolume = "upstream-ca"
-	upstreamCADir    = "/agentrun-upstream-ca"
-	upstreamCAFile   = upstreamCADir + "/ca.pem"
 	// promptEnv carries a prompt from a ConfigMap or Secret; the kubelet
 	// expands $(AGENTRUN_PROMPT) in the argument list.
 	promptEnv = "AGENTRUN_PROMPT"
@@ -103,7 +92,7 @@ type JobConfig struct {
 	// nil leaves the runtime's default.
 	SandboxAppArmor *corev1.AppArmorProfile
 	// ProgressPort is where the events sidecar serves the live progress
-	// (progress.DefaultPort when 0).
+	// (podcontract.DefaultProgressPort when 0).
 	ProgressPort int32
 	// AgentResources are the agent container's requests and limits when
 	// the AgentRun sets none for a resource (the chart's
@@ -237,14 +226,14 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	}
 
 	agent := corev1.Container{
-		Name:                     AgentContainer,
+		Name:                     podcontract.AgentContainer,
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
 		Args:                     AgentArgs(spec),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
-		WorkingDir:               WorkspaceDir,
+		WorkingDir:               podcontract.WorkspaceDir,
 		VolumeMounts:             agentMounts,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -253,19 +242,14 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	agent.Resources = agentResources(cfg.AgentResources, o.Resources)
 
 	events := corev1.Container{
-		Name:            EventsContainer,
+		Name:            podcontract.EventsContainer,
 		Image:           image,
 		ImagePullPolicy: pull,
 		Command:         []string{"agentrun"},
-		// --linger: after end, wait for the kubelet's SIGTERM (sent when
-		// the agent container exits) instead of exiting at once, which
-		// would make the kubelet restart the sidecar and replay the log.
-		// --progress-addr: the live progress the manager reads
-		// (docs/kubernetes/live-usage.md).
-		Args:          sidecarArgs(spec, progressPort(cfg)),
-		Ports:         []corev1.ContainerPort{{Name: progress.PortName, ContainerPort: progressPort(cfg), Protocol: corev1.ProtocolTCP}},
-		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		VolumeMounts:  []corev1.VolumeMount{{Name: sharedVolume, MountPath: sharedDir, ReadOnly: true}},
+		Args:            sidecarArgs(spec, progressPort(cfg)),
+		Ports:           []corev1.ContainerPort{{Name: podcontract.ProgressPortName, ContainerPort: progressPort(cfg), Protocol: corev1.ProtocolTCP}},
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+		VolumeMounts:    []corev1.VolumeMount{{Name: sharedVolume, MountPath: podcontract.SharedDir, ReadOnly: true}},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -311,18 +295,26 @@ func progressPort(cfg JobConfig) int32 {
 	if cfg.ProgressPort > 0 {
 		return cfg.ProgressPort
 	}
-	return progress.DefaultPort
+	return podcontract.DefaultProgressPort
 }
 
 // sidecarArgs are the events container's arguments. The meter file exists
 // only for runs with credentials (the runner's filter proxy meters their
 // model calls).
 func sidecarArgs(spec v1alpha1.AgentRunSpec, port int32) []string {
-	a := []string{"tail", "--linger", "60s", "--progress-addr", ":" + strconv.Itoa(int(port))}
-	if len(spec.Credentials) > 0 {
-		a = append(a, "--meter-file", MeterFile)
+	f := podcontract.TailFlags{
+		// After end, wait for the kubelet's SIGTERM (sent when the agent
+		// container exits) instead of exiting at once, which would make
+		// the kubelet restart the sidecar and replay the log.
+		Linger: 60 * time.Second,
+		// The live progress the manager reads (docs/kubernetes/live-usage.md).
+		ProgressAddr: ":" + strconv.Itoa(int(port)),
+		File:         podcontract.EventsFile,
 	}
-	return append(a, EventsFile)
+	if len(spec.Credentials) > 0 {
+		f.MeterFile = podcontract.MeterFile
+	}
+	return f.Args()
 }
 
 // agentResources are the run's own resources where it sets them, and the
@@ -408,10 +400,10 @@ func sandboxOf(spec v1alpha1.AgentRunSpec) v1alpha1.SandboxMode {
 
 func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount) {
 	vols := []corev1.Volume{{Name: sharedVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	mounts := []corev1.VolumeMount{{Name: sharedVolume, MountPath: sharedDir}}
+	mounts := []corev1.VolumeMount{{Name: sharedVolume, MountPath: podcontract.SharedDir}}
 
 	ws := corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-	wsMount := corev1.VolumeMount{Name: workspaceVolume, MountPath: WorkspaceDir}
+	wsMount := corev1.VolumeMount{Name: workspaceVolume, MountPath: podcontract.WorkspaceDir}
 	if w := spec.Workspace; w != nil {
 		if w.ClaimName != "" {
 			ws.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}
@@ -426,13 +418,13 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 	if s := spec.Session; s != nil && s.ClaimName != "" {
 		vols = append(vols, corev1.Volume{Name: sessionsVolume, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: sessionsVolume, MountPath: SessionsDir})
+		mounts = append(mounts, corev1.VolumeMount{Name: sessionsVolume, MountPath: podcontract.SessionsDir})
 	}
 
 	if ca := spec.UpstreamCA; ca != nil {
 		vols = append(vols, corev1.Volume{Name: upstreamCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: ca.LocalObjectReference, Items: []corev1.KeyToPath{{Key: ca.Key, Path: path.Base(upstreamCAFile)}}}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: upstreamCAVolume, MountPath: upstreamCADir, ReadOnly: true})
+			LocalObjectReference: ca.LocalObjectReference, Items: []corev1.KeyToPath{{Key: ca.Key, Path: path.Base(podcontract.UpstreamCAFile)}}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: upstreamCAVolume, MountPath: podcontract.UpstreamCADir, ReadOnly: true})
 	}
 
 	var sources []corev1.VolumeProjection
@@ -453,7 +445,7 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 	if len(sources) > 0 {
 		vols = append(vols, corev1.Volume{Name: imagesVolume, VolumeSource: corev1.VolumeSource{
 			Projected: &corev1.ProjectedVolumeSource{Sources: sources}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: imagesVolume, MountPath: imagesDir, ReadOnly: true})
+		mounts = append(mounts, corev1.VolumeMount{Name: imagesVolume, MountPath: podcontract.ImagesDir, ReadOnly: true})
 	}
 	return vols, mounts
 }
@@ -462,104 +454,114 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 // position, so two images with the same key do not collide.
 func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
 
-// AgentArgs are the arguments of `agentrun` in the agent container, built
-// from the spec. Secrets never appear here: API keys reach the agent as
-// environment variables from Secret references, and a prompt from a
-// ConfigMap or Secret as $(AGENTRUN_PROMPT), which the kubelet expands.
-// The kubelet expands $(NAME) in every argument, so literal values escape
-// "$" as "$$".
+// AgentArgs are the arguments of `agentrun` in the agent container: the
+// runner's flags (podcontract.RunFlags) made from the spec. Secrets never
+// appear here: API keys reach the runner as environment variables from
+// Secret references, and a prompt from a ConfigMap or Secret as
+// $(AGENTRUN_PROMPT), which the kubelet expands. The kubelet expands
+// $(NAME) in every argument, so literal values escape "$" as "$$".
 func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
-	a := []string{"run",
-		"--runtime", string(spec.Runtime),
-		"--format", "jsonl",
-		"--events", EventsFile,
-		"--summary", corev1.TerminationMessagePathDefault,
-		"--raw", RawFile,
-		"--cwd", WorkspaceDir,
-		// The workspace's .git stays writable in a Pod: no git on a host
-		// runs in it afterwards (the reason .git is read-only by default on
-		// a machine), and agents commit there.
-		"--writable-git",
-		"--timeout", strconv.FormatInt(int64(timeoutOf(spec)/time.Second), 10),
+	f := RunFlags(spec)
+	var prompt string
+	if t := spec.Prompt.Text; t != nil {
+		prompt = literal(*t)
+	} else {
+		prompt = fmt.Sprintf("$(%s)", promptEnv)
 	}
-	if spec.Model != "" {
-		a = append(a, "--model", literal(spec.Model))
+	f.Prompt = ""
+	a := f.Args()
+	for i := range a {
+		a[i] = literal(a[i])
+	}
+	return append(a, prompt)
+}
+
+// RunFlags is the runner's command line for spec, its prompt as written
+// (AgentArgs escapes it for the kubelet).
+func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
+	f := podcontract.RunFlags{
+		Runtime:     string(spec.Runtime),
+		Model:       spec.Model,
+		Format:      "jsonl",
+		EventsPath:  podcontract.EventsFile,
+		SummaryPath: podcontract.TerminationMessageFile,
+		RawPath:     podcontract.RawFile,
+		Cwd:         podcontract.WorkspaceDir,
+		Timeout:     timeoutOf(spec),
+		NoSubagents: spec.Subagents != nil && !*spec.Subagents,
+		SandboxFlags: podcontract.SandboxFlags{
+			Sandbox: string(sandboxOf(spec)),
+			Network: string(networkModeOf(spec)),
+			// The workspace's .git stays writable in a Pod: no git on a
+			// host runs in it afterwards (the reason .git is read-only by
+			// default on a machine), and agents commit there.
+			WritableGit: true,
+			AllowHosts:  spec.Network.AllowHosts,
+			DenyRead:    spec.DenyRead,
+		},
+	}
+	if t := spec.Prompt.Text; t != nil {
+		f.Prompt = *t
 	}
 	if l := spec.Limits; l != nil {
 		if l.MaxTurns != nil {
-			a = append(a, "--max-turns", strconv.Itoa(int(*l.MaxTurns)))
+			f.MaxTurns = int(*l.MaxTurns)
 		}
 		if l.MaxTokens != nil {
-			a = append(a, "--max-tokens", strconv.FormatInt(*l.MaxTokens, 10))
+			f.MaxTokens = *l.MaxTokens
 		}
 	}
-	if spec.Subagents != nil && !*spec.Subagents {
-		a = append(a, "--no-subagents")
-	}
-	a = append(a, "--sandbox", string(sandboxOf(spec)))
-	mode := spec.Network.Mode
-	if mode == "" {
-		mode = v1alpha1.NetworkFull
-	}
-	a = append(a, "--network", string(mode))
-	for _, h := range spec.Network.AllowHosts {
-		a = append(a, "--allow-host", literal(h))
-	}
 	for _, h := range spec.Network.AddHosts {
-		a = append(a, "--add-host", literal(h.Name+"="+h.IP))
-	}
-	for _, p := range spec.DenyRead {
-		a = append(a, "--deny-read", literal(p))
+		f.AddHosts = append(f.AddHosts, h.Name+"="+h.IP)
 	}
 	// The sandbox gives the agent a minimal environment; --pass-env names
 	// the container's variables (the Secret references of spec.env and
 	// spec.envFrom) that it passes on. Names only: values never appear
 	// in the arguments.
 	for _, e := range spec.Env {
-		a = append(a, "--pass-env", literal(e.Name))
+		f.PassEnv = append(f.PassEnv, e.Name)
 	}
 	for _, e := range spec.EnvFrom {
-		a = append(a, "--pass-env", literal(e.Prefix)+"*")
+		f.PassEnv = append(f.PassEnv, e.Prefix+"*")
 	}
 	// The real value stays with the runner (its environment holds the
 	// Secret); the agent gets a stand-in, which the proxy swaps for it on
 	// the way to these hosts.
 	for _, c := range spec.Credentials {
-		a = append(a, "--credential", literal(c.Name+"="+strings.Join(c.Hosts, ",")))
+		f.Credentials = append(f.Credentials, c.Name+"="+strings.Join(c.Hosts, ","))
 	}
 	if spec.UpstreamCA != nil {
-		a = append(a, "--upstream-ca", upstreamCAFile)
+		f.UpstreamCA = podcontract.UpstreamCAFile
 	}
 	if len(spec.Credentials) > 0 {
 		// The proxy's meter, live: the events sidecar serves it with the
 		// progress, so budgets see what the agent's CLI cannot
 		// under-report.
-		a = append(a, "--meter-file", MeterFile)
+		f.MeterFile = podcontract.MeterFile
 	}
 	if s := spec.Session; s != nil && s.ClaimName != "" {
-		a = append(a, "--session-dir", SessionsDir)
-		if s.Resume != "" {
-			a = append(a, "--resume", literal(s.Resume))
-		}
+		f.SessionDir = podcontract.SessionsDir
+		f.Resume = s.Resume
 	}
 	for i, img := range spec.Images {
 		switch {
 		case img.Path != nil:
-			a = append(a, "--image", literal(path.Join(WorkspaceDir, *img.Path)))
+			f.Images = append(f.Images, path.Join(podcontract.WorkspaceDir, *img.Path))
 		case img.ConfigMapKeyRef != nil:
-			a = append(a, "--image", literal(path.Join(imagesDir, imageFile(i, img.ConfigMapKeyRef.Key))))
+			f.Images = append(f.Images, path.Join(podcontract.ImagesDir, imageFile(i, img.ConfigMapKeyRef.Key)))
 		case img.SecretKeyRef != nil:
-			a = append(a, "--image", literal(path.Join(imagesDir, imageFile(i, img.SecretKeyRef.Key))))
+			f.Images = append(f.Images, path.Join(podcontract.ImagesDir, imageFile(i, img.SecretKeyRef.Key)))
 		}
 	}
-	// "--" ends the flags: a prompt that starts with "-" stays a prompt.
-	a = append(a, "--")
-	if t := spec.Prompt.Text; t != nil {
-		a = append(a, literal(*t))
-	} else {
-		a = append(a, fmt.Sprintf("$(%s)", promptEnv))
+	return f
+}
+
+// networkModeOf is spec.network.mode, Full when unset.
+func networkModeOf(spec v1alpha1.AgentRunSpec) v1alpha1.NetworkMode {
+	if spec.Network.Mode == "" {
+		return v1alpha1.NetworkFull
 	}
-	return a
+	return spec.Network.Mode
 }
 
 // literal escapes a value for the kubelet's $(NAME) expansion.

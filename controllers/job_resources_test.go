@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 func resources(requests, limits map[string]string) corev1.ResourceRequirements {
@@ -74,7 +75,7 @@ func TestAgentResources(t *testing.T) {
 func TestSidecarServesProgress(t *testing.T) {
 	plain := BuildJob(newRun("r", nil), JobConfig{RunnerImage: "runner:1", ProgressPort: 9100}).Spec.Template.Spec
 	ev := plain.InitContainers[0]
-	if !slices.Equal(ev.Args, []string{"tail", "--linger", "60s", "--progress-addr", ":9100", EventsFile}) {
+	if !slices.Equal(ev.Args, []string{"tail", "--linger", "60s", "--progress-addr", ":9100", podcontract.EventsFile}) {
 		t.Errorf("sidecar args %q", ev.Args)
 	}
 	if len(ev.Ports) != 1 || ev.Ports[0].Name != "progress" || ev.Ports[0].ContainerPort != 9100 {
@@ -85,10 +86,10 @@ func TestSidecarServesProgress(t *testing.T) {
 			ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}
 	}), JobConfig{RunnerImage: "runner:1"}).Spec.Template.Spec
 	args := withCreds.InitContainers[0].Args
-	if i := slices.Index(args, "--meter-file"); i < 0 || args[i+1] != MeterFile || args[len(args)-1] != EventsFile {
+	if i := slices.Index(args, "--meter-file"); i < 0 || args[i+1] != podcontract.MeterFile || args[len(args)-1] != podcontract.EventsFile {
 		t.Errorf("sidecar args with credentials %q", args)
 	}
-	if i := slices.Index(withCreds.Containers[0].Args, "--meter-file"); i < 0 || withCreds.Containers[0].Args[i+1] != MeterFile {
+	if i := slices.Index(withCreds.Containers[0].Args, "--meter-file"); i < 0 || withCreds.Containers[0].Args[i+1] != podcontract.MeterFile {
 		t.Errorf("the runner does not keep the meter file: %q", withCreds.Containers[0].Args)
 	}
 	// The document's address comes from the Pod: its IP and the port.

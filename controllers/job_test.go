@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // newRun is a minimal AgentRun, as the API server returns it after
@@ -197,12 +198,12 @@ func TestBuildJob(t *testing.T) {
 		t.Fatalf("want one sidecar and one container, got %d and %d", len(pod.InitContainers), len(pod.Containers))
 	}
 	ev, agent := pod.InitContainers[0], pod.Containers[0]
-	check("sidecar name", ev.Name, EventsContainer)
+	check("sidecar name", ev.Name, podcontract.EventsContainer)
 	check("sidecar restartPolicy", *ev.RestartPolicy, corev1.ContainerRestartPolicyAlways)
-	check("sidecar args", ev.Args, []string{"tail", "--linger", "60s", "--progress-addr", ":8788", EventsFile})
+	check("sidecar args", ev.Args, []string{"tail", "--linger", "60s", "--progress-addr", ":8788", podcontract.EventsFile})
 	check("sidecar progress port", ev.Ports, []corev1.ContainerPort{{Name: "progress", ContainerPort: 8788, Protocol: corev1.ProtocolTCP}})
 	check("sidecar mount read-only", ev.VolumeMounts[0].ReadOnly, true)
-	check("agent name", agent.Name, AgentContainer)
+	check("agent name", agent.Name, podcontract.AgentContainer)
 	check("agent image", agent.Image, "runner:1")
 	check("pull policy", agent.ImagePullPolicy, corev1.PullNever)
 	check("termination message path", agent.TerminationMessagePath, "/dev/termination-log")
@@ -225,8 +226,8 @@ func TestBuildJob(t *testing.T) {
 	for _, m := range agent.VolumeMounts {
 		mounts[m.MountPath] = m
 	}
-	check("workspace subPath", mounts[WorkspaceDir].SubPath, "src")
-	check("shared mount", mounts[sharedDir].Name, sharedVolume)
+	check("workspace subPath", mounts[podcontract.WorkspaceDir].SubPath, "src")
+	check("shared mount", mounts[podcontract.SharedDir].Name, sharedVolume)
 
 	// The Job is a pure function: the same run gives the same Job, and it
 	// shares nothing with the run.
@@ -328,5 +329,13 @@ func TestCredentialsReachTheRunnerOnly(t *testing.T) {
 	}
 	if !mounted || !vol {
 		t.Errorf("the upstream CA is not mounted: %+v %+v", agent.VolumeMounts, pod.Volumes)
+	}
+}
+
+// TestTerminationMessageFileIsTheKubeletDefault: the runner writes its end
+// summary where the kubelet reads a container's termination message.
+func TestTerminationMessageFileIsTheKubeletDefault(t *testing.T) {
+	if podcontract.TerminationMessageFile != corev1.TerminationMessagePathDefault {
+		t.Errorf("podcontract.TerminationMessageFile = %q, the kubelet reads %q", podcontract.TerminationMessageFile, corev1.TerminationMessagePathDefault)
 	}
 }

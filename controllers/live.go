@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
@@ -114,18 +115,18 @@ func (l *Live) Start(ctx context.Context) error {
 func (l *Live) NeedLeaderElection() bool { return true }
 
 // progressURL is where a Pod serves its document: the Pod's IP and the
-// port its events container names progress.PortName; "" when the Pod has
+// port its events container names podcontract.ProgressPortName; "" when the Pod has
 // no address yet or declares no such port (a Pod of an older manager).
 func progressURL(pod *corev1.Pod) string {
 	if pod == nil || pod.Status.PodIP == "" {
 		return ""
 	}
 	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if c.Name != EventsContainer {
+		if c.Name != podcontract.EventsContainer {
 			continue
 		}
 		for _, p := range c.Ports {
-			if p.Name == progress.PortName && p.ContainerPort > 0 {
+			if p.Name == podcontract.ProgressPortName && p.ContainerPort > 0 {
 				return progress.URL(pod.Status.PodIP, int(p.ContainerPort))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // maxLogBytes bounds one read of the events container's log: the last line
@@ -53,9 +54,9 @@ func readLogEnd(ctx context.Context, r LogReader, pod *corev1.Pod) (*events.End,
 	if r == nil {
 		return nil, errors.New("no log reader configured")
 	}
-	b, err := r.TailLog(ctx, pod.Namespace, pod.Name, EventsContainer, 1, maxLogBytes)
+	b, err := r.TailLog(ctx, pod.Namespace, pod.Name, podcontract.EventsContainer, 1, maxLogBytes)
 	if err != nil {
-		return nil, fmt.Errorf("reading the %s container's log: %w", EventsContainer, err)
+		return nil, fmt.Errorf("reading the %s container's log: %w", podcontract.EventsContainer, err)
 	}
 	return parseLogEnd(b)
 }

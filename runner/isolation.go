@@ -13,33 +13,12 @@ import (
 	"syscall"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
-// SandboxOptions are the isolation flags shared by `agentrun run` and
-// `agentrun sandbox`.
-type SandboxOptions struct {
-	Sandbox    string   // bubblewrap (default on Linux) or none
-	Network    string   // none or full; any AllowHosts makes it custom
-	AllowHosts []string // --allow-host HOST[:PORT]
-	DenyRead   []string // --deny-read PATH, after the defaults
-	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
-	// WritableGit lets the agent write the workspace's repositories
-	// (commit); by default they are read-only (see sandbox.ProtectGit).
-	WritableGit bool
-	// MaxProcs bounds the agent's processes; 0 means DefaultMaxProcs.
-	MaxProcs int
-}
-
-// DefaultMaxProcs is the agent's process limit (RLIMIT_NPROC, threads
-// included): room for a parallel build (make -j, a JVM's threads, a test
-// runner's workers), while a fork bomb stops here instead of at the host's
-// limit. The count is per user: a non-root caller's own processes outside
-// the sandbox count too (a Pod has only the runner).
-const DefaultMaxProcs = 4096
-
-// isolation is a validated SandboxOptions for one workspace.
+// isolation is a validated podcontract.SandboxFlags for one workspace.
 type isolation struct {
 	mode     string
 	policy   *proxy.Policy
@@ -61,7 +40,7 @@ func defaultSandbox() string {
 
 // newIsolation validates the options for the workspace ws; errors are
 // rejections.
-func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
+func newIsolation(o podcontract.SandboxFlags, ws *sandbox.Workspace) (*isolation, error) {
 	cwd := ws.Path
 	iso := &isolation{mode: o.Sandbox}
 	if iso.mode == "" {
@@ -84,11 +63,11 @@ func newIsolation(o SandboxOptions, ws *sandbox.Workspace) (*isolation, error) {
 		iso.resolver.Static[name] = append(iso.resolver.Static[name], ip)
 	}
 	if o.MaxProcs < 0 {
-		return nil, reject("--max-procs must be a positive number (or 0 for the default %d)", DefaultMaxProcs)
+		return nil, reject("--max-procs must be a positive number (or 0 for the default %d)", podcontract.DefaultMaxProcs)
 	}
 	iso.maxProcs = o.MaxProcs
 	if iso.maxProcs == 0 {
-		iso.maxProcs = DefaultMaxProcs
+		iso.maxProcs = podcontract.DefaultMaxProcs
 	}
 	homes := callerHomes()
 	if h := ownerHome(ws.UID); h != "" && !slices.Contains(homes, h) {

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 func TestSandboxEnvIsMinimal(t *testing.T) {
 	t.Setenv("AGENTRUN_SECRET_OF_THE_RUNNER", "x")
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, t.TempDir()))
+	iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,11 +28,11 @@ func TestSandboxEnvIsMinimal(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], want)
 		}
 	}
-	none, _ := newIsolation(SandboxOptions{Sandbox: "none"}, fakeWS("/work"))
+	none, _ := newIsolation(podcontract.SandboxFlags{Sandbox: "none"}, fakeWS("/work"))
 	if env := envMap(none.env("/h", nil, nil)); env["AGENTRUN_SECRET_OF_THE_RUNNER"] != "x" || env["HTTPS_PROXY"] != os.Getenv("HTTPS_PROXY") {
 		t.Errorf("--sandbox none keeps agentrun's own environment and sets no proxy")
 	}
-	off, _ := newIsolation(SandboxOptions{Sandbox: "bubblewrap", Network: "none"}, openWS(t, t.TempDir()))
+	off, _ := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap", Network: "none"}, openWS(t, t.TempDir()))
 	if env := envMap(off.env("/h", nil, nil)); env["HTTPS_PROXY"] != "" || env["NO_PROXY"] != "" {
 		t.Errorf("--network none sets no proxy variables: %v", env)
 	}
@@ -54,7 +55,7 @@ func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, openWS(t, t.TempDir()))
+			iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap", AllowHosts: tt.allow, AddHosts: tt.add}, openWS(t, t.TempDir()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,17 +74,17 @@ func TestNoProxyNeverListsAnAllowedHost(t *testing.T) {
 func TestIsolationRejections(t *testing.T) {
 	tests := []struct {
 		name string
-		o    SandboxOptions
+		o    podcontract.SandboxFlags
 		cwd  string
 		want string
 	}{
-		{"bad sandbox", SandboxOptions{Sandbox: "docker"}, "/w", `--sandbox "docker": use bubblewrap or none`},
-		{"bad network", SandboxOptions{Network: "some"}, "/w", `--network "some"`},
-		{"none with allow", SandboxOptions{Network: "none", AllowHosts: []string{"a.com"}}, "/w", "--allow-host needs network access"},
-		{"bad rule", SandboxOptions{AllowHosts: []string{"a.*.com"}}, "/w", "not a host name"},
-		{"bad add-host", SandboxOptions{AddHosts: []string{"x"}}, "/w", "--add-host"},
-		{"relative deny", SandboxOptions{DenyRead: []string{"secrets"}}, "/w", "absolute path"},
-		{"deny contains workspace", SandboxOptions{Sandbox: "bubblewrap", DenyRead: []string{"/srv"}}, "/srv/repo", "contains the working directory"},
+		{"bad sandbox", podcontract.SandboxFlags{Sandbox: "docker"}, "/w", `--sandbox "docker": use bubblewrap or none`},
+		{"bad network", podcontract.SandboxFlags{Network: "some"}, "/w", `--network "some"`},
+		{"none with allow", podcontract.SandboxFlags{Network: "none", AllowHosts: []string{"a.com"}}, "/w", "--allow-host needs network access"},
+		{"bad rule", podcontract.SandboxFlags{AllowHosts: []string{"a.*.com"}}, "/w", "not a host name"},
+		{"bad add-host", podcontract.SandboxFlags{AddHosts: []string{"x"}}, "/w", "--add-host"},
+		{"relative deny", podcontract.SandboxFlags{DenyRead: []string{"secrets"}}, "/w", "absolute path"},
+		{"deny contains workspace", podcontract.SandboxFlags{Sandbox: "bubblewrap", DenyRead: []string{"/srv"}}, "/srv/repo", "contains the working directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +139,7 @@ func TestGitPlaceholder(t *testing.T) {
 	os.Mkdir(filepath.Join(base, ".git"), 0o755)
 	ws := filepath.Join(base, "svc")
 	os.Mkdir(ws, 0o755)
-	iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
+	iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestGitPlaceholder(t *testing.T) {
 	}
 	os.Remove(filepath.Join(ws, "HEAD"))
 	warnings = nil
-	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
+	iso, _ = newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	undo, _ = iso.prepareWorkspace(openWS(t, ws), func(w string) { warnings = append(warnings, w) })
 	os.MkdirAll(filepath.Join(ws, "lib", ".git"), 0o755)
 	undo()
@@ -186,7 +187,7 @@ func TestGitPlaceholder(t *testing.T) {
 	}
 	os.Chmod(ws, 0o555)
 	defer os.Chmod(ws, 0o755)
-	iso, _ = newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, openWS(t, ws))
+	iso, _ = newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if _, err := iso.prepareWorkspace(openWS(t, ws), func(string) {}); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
 	}
@@ -218,7 +219,7 @@ func TestSessionDirIsHidden(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "sessions"), 0o755)
 	os.MkdirAll(filepath.Join(base, "sessions"), 0o755)
 	newIso := func() *isolation {
-		iso, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap", DenyRead: []string{"/srv/keys"}}, openWS(t, ws))
+		iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap", DenyRead: []string{"/srv/keys"}}, openWS(t, ws))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,48 +17,19 @@ import (
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
-// Options is one `agentrun run`.
+// Options is one `agentrun run`: its command line (podcontract.RunFlags,
+// the flags a Pod's controller renders) and what the caller adds.
 type Options struct {
-	Runtime   string
-	Model     string
-	Prompt    string
-	RawPath   string        // --raw: every raw byte of the runtime's stdout
-	Timeout   time.Duration // 0 = none
-	MaxTurns  int           // 0 = none
-	MaxTokens int64         // 0 = none
-	Env       []string      // --env K=V, in order
-	EnvFile   string
-	// PassEnv names variables of agentrun's own environment to pass to the
-	// agent, NAME or PREFIX* (a Pod's Secret references arrive this way:
-	// the sandbox's environment is otherwise minimal).
-	PassEnv []string
-	// SummaryPath receives the end summary (package podcontract), a Pod's
-	// termination message.
-	SummaryPath string
-	Images      []string
-	NoSubagents bool
-	SessionDir  string
-	Resume      string
-	Cwd         string
-	SandboxOptions
+	podcontract.RunFlags
 	// Grace is how long a runtime gets after SIGINT before it is killed.
 	Grace time.Duration
 	// Started is when agentrun began parsing its command line, where
 	// end.duration_ms counts from (the time of Run when zero).
 	Started time.Time
-	// Credentials are --credential NAME=HOST:PORT[,...]: the agent holds a
-	// stand-in for NAME, and the filter proxy puts the real value (from
-	// agentrun's own environment) into the requests to those hosts.
-	Credentials []string
-	// UpstreamCA verifies the credential destinations' TLS certificates
-	// instead of the system's roots (an in-cluster gateway's CA).
-	UpstreamCA string
-	// MeterFile receives the meter's count after every metered call (a
-	// Pod's events sidecar serves it as live progress; package progress).
-	MeterFile string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code
@@ -104,7 +75,7 @@ func prepare(o Options) (_ *prepared, err error) {
 	case o.MaxTokens < 0:
 		return nil, reject("--max-tokens must be a positive number (or 0 for none)")
 	}
-	p, err := prepareWorkspace(o.Cwd, o.EnvFile, o.Env, o.PassEnv, o.SandboxOptions)
+	p, err := prepareWorkspace(o.Cwd, o.EnvFile, o.Env, o.PassEnv, o.SandboxFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +130,7 @@ func prepare(o Options) (_ *prepared, err error) {
 // directory is opened here once and held (see sandbox.Workspace): the
 // checks and the sandbox's mounts apply to that directory, wherever its
 // path leads meanwhile.
-func prepareWorkspace(cwd, envFile string, env, passEnv []string, so SandboxOptions) (_ *prepared, err error) {
+func prepareWorkspace(cwd, envFile string, env, passEnv []string, so podcontract.SandboxFlags) (_ *prepared, err error) {
 	ws, err := openWorkspace(cwd, so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap)
 	if err != nil {
 		return nil, err

@@ -9,12 +9,13 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // end.duration_ms counts from when agentrun began parsing its command
 // line (Options.Started), not from when the run itself began.
 func TestDurationCountsFromCommandLine(t *testing.T) {
-	o := Options{Runtime: "no-such-runtime", Prompt: "hi", Started: time.Now().Add(-3 * time.Second)}
+	o := Options{RunFlags: podcontract.RunFlags{Runtime: "no-such-runtime", Prompt: "hi"}, Started: time.Now().Add(-3 * time.Second)}
 	end := Run(context.Background(), o, format.NewJSONL(io.Discard), io.Discard)
 	if end.Status != events.StatusRejected || end.DurationMs < 3000 {
 		t.Errorf("end %s after %d ms, want rejected after at least 3000", end.Status, end.DurationMs)
@@ -103,7 +104,7 @@ func TestWorkspaceAllowed(t *testing.T) {
 func TestIsolationChecksTheWorkspaceOwner(t *testing.T) {
 	ws := openWS(t, t.TempDir())
 	ws.Path, ws.UID = "/var/lib/cloud/scripts/per-boot", 0
-	if _, err := newIsolation(SandboxOptions{Sandbox: "bubblewrap"}, ws); err == nil || !strings.Contains(err.Error(), "belongs to root") {
+	if _, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, ws); err == nil || !strings.Contains(err.Error(), "belongs to root") {
 		t.Errorf("root-owned: %v", err)
 	}
 }

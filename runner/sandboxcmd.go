@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 )
 
 // SandboxCommand is one `agentrun sandbox`: any command in exactly the
 // sandbox and proxy an agent gets, for debugging a policy.
 type SandboxCommand struct {
-	SandboxOptions
+	podcontract.SandboxFlags
 	Env     []string
 	EnvFile string
 	PassEnv []string
@@ -41,7 +42,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if len(c.Argv) == 0 {
 		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
 	}
-	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxOptions)
+	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxFlags)
 	if err != nil {
 		return fail("%v", err)
 	}

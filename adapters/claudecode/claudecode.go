@@ -24,7 +24,7 @@ import (
 const Name = "claude-code"
 
 func init() {
-	adapters.Register(adapters.Runtime{Name: Name, Binary: "claude", BinaryEnv: "AGENTRUN_CLAUDE_BIN",
+	adapters.Register(adapters.Runtime{Name: Name, BinaryEnv: "AGENTRUN_CLAUDE_BIN",
 		New: func() adapters.Adapter { return New() }})
 }
 

@@ -25,7 +25,7 @@ import (
 const Name = "codex"
 
 func init() {
-	adapters.Register(adapters.Runtime{Name: Name, Binary: "codex", BinaryEnv: "AGENTRUN_CODEX_BIN",
+	adapters.Register(adapters.Runtime{Name: Name, BinaryEnv: "AGENTRUN_CODEX_BIN",
 		New: func() adapters.Adapter { return New() }})
 }
 

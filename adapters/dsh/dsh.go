@@ -33,7 +33,7 @@ import (
 const Name = "dsh"
 
 func init() {
-	adapters.Register(adapters.Runtime{Name: Name, Binary: "dsh", BinaryEnv: "AGENTRUN_DSH_BIN",
+	adapters.Register(adapters.Runtime{Name: Name, BinaryEnv: "AGENTRUN_DSH_BIN",
 		New: func() adapters.Adapter { return New() }})
 }
 

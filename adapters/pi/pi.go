@@ -25,7 +25,7 @@ import (
 const Name = "pi"
 
 func init() {
-	adapters.Register(adapters.Runtime{Name: Name, Binary: "pi", BinaryEnv: "AGENTRUN_PI_BIN",
+	adapters.Register(adapters.Runtime{Name: Name, BinaryEnv: "AGENTRUN_PI_BIN",
 		New: func() adapters.Adapter { return New() }})
 }
 

@@ -13,10 +13,7 @@ import (
 	"io"
 	"os"
 
-	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
-	_ "github.com/agentrun-dev/agentrun/adapters/codex"
-	_ "github.com/agentrun-dev/agentrun/adapters/dsh"
-	_ "github.com/agentrun-dev/agentrun/adapters/pi"
+	_ "github.com/agentrun-dev/agentrun/adapters/all"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )

@@ -18,40 +18,12 @@ import (
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
-// multi is a repeatable string flag.
-type multi []string
-
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
-
 func runCmd(args []string, stdout, stderr *os.File) int {
 	started := time.Now()
 	var o runner.Options
-	var formatName, eventsPath string
-	var timeout int
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.Runtime, "runtime", "", "the agent CLI: claude-code, codex, pi or dsh")
-	fs.StringVar(&o.Model, "model", "", "the model (default: the runtime's)")
-	fs.StringVar(&formatName, "format", "jsonl", "output format: jsonl, text or rich")
-	fs.StringVar(&o.RawPath, "raw", "", "keep the runtime's raw output in this file, byte for byte")
-	fs.IntVar(&timeout, "timeout", 0, "stop the run after this many seconds (0: no timeout)")
-	fs.IntVar(&o.MaxTurns, "max-turns", 0, "stop when the main agent starts more model calls than this")
-	fs.Int64Var(&o.MaxTokens, "max-tokens", 0, "stop when the run has used more tokens than this")
-	fs.Var((*multi)(&o.Env), "env", "set a variable for the agent, NAME=VALUE (repeatable)")
-	fs.StringVar(&o.EnvFile, "env-file", "", "read NAME=VALUE lines for the agent from this file")
-	fs.Var((*multi)(&o.PassEnv), "pass-env", "pass this variable of agentrun's environment to the agent, NAME or PREFIX* (repeatable)")
-	fs.StringVar(&eventsPath, "events", "", "also write the jsonl event stream to this file (a Pod's events sidecar follows it)")
-	fs.StringVar(&o.SummaryPath, "summary", "", "write the end summary here (a Pod's termination message)")
-	fs.StringVar(&o.MeterFile, "meter-file", "", "with --credential: keep the proxy's meter count in this file while the run goes on (a Pod's events sidecar serves it)")
-	fs.Var((*multi)(&o.Images), "image", "attach an image to the prompt (repeatable)")
-	fs.BoolVar(&o.NoSubagents, "no-subagents", false, "do not let the agent start subagents")
-	fs.StringVar(&o.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
-	fs.StringVar(&o.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
-	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
-	fs.Var((*multi)(&o.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
-	fs.StringVar(&o.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
-	sandboxFlags(fs, &o.SandboxOptions)
+	o.Register(fs)
 	help := fs.Bool("h", false, "show this help")
 
 	parseErr := fs.Parse(args)
@@ -61,19 +33,19 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 		fs.PrintDefaults()
 		return 0
 	}
-	out, ferr := newRenderer(formatName, stdout, stderr)
+	out, ferr := newRenderer(o.Format, stdout, stderr)
 	if ferr != nil {
 		out, _ = newRenderer("jsonl", stdout, stderr)
 	}
 	// Where the runtime's stderr goes is the chosen format's business (rich
 	// inserts it into its scroll area), decided before any --events tee.
 	runtimeStderr := stderrFor(out, stderr)
-	if eventsPath != "" {
+	if o.EventsPath != "" {
 		// Created before anything else, so that a follower finds it; not
 		// through a link an earlier agent left in the workspace.
-		f, err := runner.FilesFor(o.Cwd).Create(eventsPath, 0o644)
+		f, err := runner.FilesFor(o.Cwd).Create(o.EventsPath, 0o644)
 		if err != nil {
-			ferr = fmt.Errorf("--events %s: %v; pass a writable file path", eventsPath, err)
+			ferr = fmt.Errorf("--events %s: %v; pass a writable file path", o.EventsPath, err)
 		} else {
 			defer f.Close()
 			out = format.Tee{out, format.NewJSONL(f)}
@@ -92,20 +64,31 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	}
 	switch {
 	case parseErr != nil:
-		return reject(fmt.Sprintf("%v; run agentrun run -h for the flags", parseErr))
+		return reject(fmt.Sprintf("%v; run agentrun run -h for the flags", flagError(parseErr)))
 	case ferr != nil:
 		return reject(ferr.Error())
 	case fs.NArg() > 1:
 		return reject(fmt.Sprintf("expected one prompt argument, got %d (%q ...): quote the prompt, and put every flag before it", fs.NArg(), fs.Arg(0)))
-	case timeout < 0:
-		return reject("--timeout must be a positive number of seconds (or 0 for none)")
 	}
 	o.Prompt = fs.Arg(0)
-	o.Timeout = time.Duration(timeout) * time.Second
 	o.Started = started
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	end := runner.Run(ctx, o, out, runtimeStderr)
 	return exitCodes[end.Status]
+}
+
+// flagError words the flag package's "invalid value V for flag -NAME: WHY"
+// as "--NAME WHY (got V)": the flag as people type it, the rule first.
+func flagError(err error) error {
+	var value, name string
+	msg := err.Error()
+	if n, _ := fmt.Sscanf(msg, "invalid value %q for flag -%s", &value, &name); n == 2 {
+		name = strings.TrimSuffix(name, ":")
+		if _, why, ok := strings.Cut(msg, ": "); ok {
+			return fmt.Errorf("--%s %s (got %q)", name, why, value)
+		}
+	}
+	return err
 }

@@ -9,30 +9,20 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
-
-// sandboxFlags registers the isolation flags `run` and `sandbox` share.
-func sandboxFlags(fs *flag.FlagSet, o *runner.SandboxOptions) {
-	fs.StringVar(&o.Sandbox, "sandbox", "", "bubblewrap (the default on Linux) or none")
-	fs.StringVar(&o.Network, "network", "", "none or full (default full); --allow-host makes it custom")
-	fs.Var((*multi)(&o.AllowHosts), "allow-host", "allow only these hosts: HOST[:PORT], *.suffix[:PORT], IP:PORT or CIDR:PORT (repeatable)")
-	fs.Var((*multi)(&o.DenyRead), "deny-read", "hide this path from the agent, after the default list (repeatable)")
-	fs.Var((*multi)(&o.AddHosts), "add-host", "resolve NAME to IP in the proxy, NAME=IP (repeatable)")
-	fs.BoolVar(&o.WritableGit, "writable-git", false, "let the agent write the workspace's repositories (.git: commit); they are read-only by default")
-	fs.IntVar(&o.MaxProcs, "max-procs", 0, fmt.Sprintf("the agent's process limit, threads included (default %d)", runner.DefaultMaxProcs))
-}
 
 func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	var c runner.SandboxCommand
 	var eventsPath string
 	fs := flag.NewFlagSet("agentrun sandbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sandboxFlags(fs, &c.SandboxOptions)
-	fs.Var((*multi)(&c.Env), "env", "set a variable for the command, NAME=VALUE (repeatable)")
+	c.SandboxFlags.Register(fs)
+	fs.Var((*podcontract.List)(&c.Env), "env", "set a variable for the command, NAME=VALUE (repeatable)")
 	fs.StringVar(&c.EnvFile, "env-file", "", "read NAME=VALUE lines for the command from this file")
-	fs.Var((*multi)(&c.PassEnv), "pass-env", "pass this variable of agentrun's environment, NAME or PREFIX* (repeatable)")
+	fs.Var((*podcontract.List)(&c.PassEnv), "pass-env", "pass this variable of agentrun's environment, NAME or PREFIX* (repeatable)")
 	fs.StringVar(&c.Cwd, "cwd", "", "the workspace, the one writable directory (default: the current one)")
 	fs.StringVar(&eventsPath, "events", "", "write the schema-1 network events here (default: stderr)")
 	fs.Usage = func() {

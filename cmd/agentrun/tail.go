@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 	"github.com/agentrun-dev/agentrun/sidecar/tail"
 )
@@ -26,10 +27,8 @@ const meterPoll = 250 * time.Millisecond
 func tailCmd(args []string, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun tail", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	linger := fs.Duration("linger", 0, "after the end event, wait up to this long for SIGTERM before exiting (a Kubernetes sidecar that exits early is restarted)")
-	poll := fs.Duration("poll", tail.DefaultPoll, "how often to look for new events")
-	addr := fs.String("progress-addr", "", "serve the run's live progress (GET "+progress.Path+") on this address, for example :8788")
-	meterFile := fs.String("meter-file", "", "the runner's live meter file (agentrun run --meter-file), served with the progress")
+	var f podcontract.TailFlags
+	f.Register(fs)
 	help := fs.Bool("h", false, "show this help")
 	err := fs.Parse(args)
 	if *help {
@@ -48,13 +47,13 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	var out io.Writer = stdout
-	if *addr != "" {
+	if f.ProgressAddr != "" {
 		t := progress.NewTracker()
 		out = io.MultiWriter(stdout, progress.NewLineWriter(t))
 		serveCtx, stopServing := context.WithCancel(context.Background())
 		defer stopServing()
 		served := make(chan error, 1)
-		go func() { served <- progress.Serve(serveCtx, *addr, t) }()
+		go func() { served <- progress.Serve(serveCtx, f.ProgressAddr, t) }()
 		go func() {
 			// A port that cannot be bound costs the live view, never the
 			// event log: say so and go on following.
@@ -62,11 +61,11 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 				fmt.Fprintf(stderr, "agentrun tail: progress server: %v\n", err)
 			}
 		}()
-		if *meterFile != "" {
-			go followMeter(serveCtx, *meterFile, t)
+		if f.MeterFile != "" {
+			go followMeter(serveCtx, f.MeterFile, t)
 		}
 	}
-	if _, err := tail.Follow(ctx, tail.Options{Path: fs.Arg(0), Poll: *poll, Linger: *linger}, out); err != nil {
+	if _, err := tail.Follow(ctx, tail.Options{Path: fs.Arg(0), Poll: f.Poll, Linger: f.Linger}, out); err != nil {
 		fmt.Fprintf(stderr, "agentrun tail: %v\n", err)
 		return 1
 	}

@@ -54,8 +54,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/controllers"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
@@ -169,9 +169,9 @@ func run(o options) error {
 		}
 		now := metav1.Now()
 		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: podIP(i), PodIPs: []corev1.PodIP{{IP: podIP(i)}},
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: controllers.EventsContainer, Image: "agentrun-runner:bench", Started: ptr.To(true),
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: podcontract.EventsContainer, Image: "agentrun-runner:bench", Started: ptr.To(true),
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: controllers.AgentContainer, Image: "agentrun-runner:bench", Started: ptr.To(true),
+			ContainerStatuses: []corev1.ContainerStatus{{Name: podcontract.AgentContainer, Image: "agentrun-runner:bench", Started: ptr.To(true),
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
 		_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err

@@ -80,11 +80,7 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 						}
 					}
 				case len(f) > 2 && f[0] == "npm" && f[1] == "install":
-					for _, a := range f[2:] {
-						if !strings.HasPrefix(a, "-") {
-							npm = append(npm, a)
-						}
-					}
+					npm = append(npm, strings.Join(f[2:], " "))
 				}
 			}
 		case strings.HasPrefix(ins, "ENV "):
@@ -105,7 +101,16 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 		}
 	}
 	same("apt packages", apt, shellArray(t, script, "runner_apt_packages"))
-	same("npm packages", npm, shellArray(t, script, "runner_npm_packages"))
+	// Both install adapters/clis.txt's lines marked for the image, read by
+	// the same expression: no version is written anywhere else.
+	const pick = `awk '/^[^#]/ {if ($5 == "yes") print $2 "@" $3}'`
+	if len(npm) != 1 || !strings.Contains(npm[0], "$("+pick+" /tmp/agentrun-clis.txt)") ||
+		!slices.Contains(stage, "COPY adapters/clis.txt /tmp/agentrun-clis.txt") {
+		t.Errorf("Dockerfile: npm install %q does not install adapters/clis.txt's image CLIs (%s)", npm, pick)
+	}
+	if !strings.Contains(script, "runner_npm_packages=($("+pick+` "$root/adapters/clis.txt"))`) {
+		t.Errorf("hack/cluster-images.sh: runner_npm_packages is not adapters/clis.txt's image CLIs (%s)", pick)
+	}
 	same("environment", env, shellArray(t, script, "runner_env"))
 	if got := shellVar(t, script, "runner_user"); got != user {
 		t.Errorf("user: Dockerfile %q, script %q", user, got)
@@ -120,11 +125,10 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 	if !strings.HasPrefix(from, "node:"+node+"-bookworm") {
 		t.Errorf("base: Dockerfile FROM %s, script Node %s on bookworm", from, node)
 	}
-	// The CLIs the image copies are the ones hack/install-clis.sh pins.
-	clis := readFile(t, "hack/install-clis.sh")
-	for _, p := range npm {
-		if !strings.Contains(clis, `"`+p+`"`) {
-			t.Errorf("hack/install-clis.sh does not pin %s", p)
+	// No version of a CLI is pinned outside adapters/clis.txt.
+	for _, f := range []string{"runner-image/Dockerfile", "hack/cluster-images.sh", "hack/install-clis.sh"} {
+		if m := regexp.MustCompile(`@(anthropic-ai|openai|mariozechner|deepseek-ai)/[a-z-]+@[0-9]`).FindString(readFile(t, f)); m != "" {
+			t.Errorf("%s pins %s itself: versions live in adapters/clis.txt", f, m)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // NewHTTPClient is the reader's HTTP client for Pod addresses: no proxy
@@ -35,7 +37,7 @@ func NewHTTPClient(maxPods int) *http.Client {
 
 // URL is the document's address on a Pod.
 func URL(ip string, port int) string {
-	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + Path
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + podcontract.ProgressPath
 }
 
 // Fetch reads the document at base (URL's address). With a cursor, it

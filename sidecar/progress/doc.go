@@ -32,16 +32,6 @@ import (
 // field is removed or changes meaning (fields may be added).
 const Version = 1
 
-// Path is where the sidecar serves the document.
-const Path = "/progress"
-
-// DefaultPort is the events container's port for the document; the Pod
-// spec names it PortName, and the manager reads the number from there.
-const (
-	DefaultPort = 8788
-	PortName    = "progress"
-)
-
 // Bounds of a valid document. They are far above what a real run reaches
 // and keep a forged document from inflating status or overflowing sums.
 const (

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/podcontract"
+
 	"github.com/agentrun-dev/agentrun/events"
 )
 
@@ -213,7 +215,7 @@ func serve(t *testing.T, tr *Tracker) string {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String() + Path
+	return "http://" + ln.Addr().String() + podcontract.ProgressPath
 }
 
 func TestLongPoll(t *testing.T) {
@@ -267,15 +269,15 @@ func TestHandlerIsReadOnly(t *testing.T) {
 		method, path string
 		want         int
 	}{
-		{http.MethodPost, Path, http.StatusMethodNotAllowed},
-		{http.MethodPut, Path, http.StatusMethodNotAllowed},
-		{http.MethodDelete, Path, http.StatusMethodNotAllowed},
+		{http.MethodPost, podcontract.ProgressPath, http.StatusMethodNotAllowed},
+		{http.MethodPut, podcontract.ProgressPath, http.StatusMethodNotAllowed},
+		{http.MethodDelete, podcontract.ProgressPath, http.StatusMethodNotAllowed},
 		{http.MethodGet, "/", http.StatusNotFound},
 		{http.MethodGet, "/debug/pprof/", http.StatusNotFound},
-		{http.MethodGet, Path + "?after=x", http.StatusBadRequest},
-		{http.MethodHead, Path, http.StatusOK},
+		{http.MethodGet, podcontract.ProgressPath + "?after=x", http.StatusBadRequest},
+		{http.MethodHead, podcontract.ProgressPath, http.StatusOK},
 	} {
-		req, _ := http.NewRequest(c.method, strings.TrimSuffix(url, Path)+c.path, strings.NewReader("{}"))
+		req, _ := http.NewRequest(c.method, strings.TrimSuffix(url, podcontract.ProgressPath)+c.path, strings.NewReader("{}"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -393,7 +395,7 @@ func TestFetchDistrustsThePod(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(c.handler)
 			defer srv.Close()
-			d, err := Fetch(context.Background(), NewHTTPClient(1), srv.URL+Path, nil, 0)
+			d, err := Fetch(context.Background(), NewHTTPClient(1), srv.URL+podcontract.ProgressPath, nil, 0)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("valid document refused: %v", err)
@@ -424,7 +426,7 @@ func TestFetchGivesUpOnASilentPod(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	_, err = Fetch(context.Background(), NewHTTPClient(1), "http://"+ln.Addr().String()+Path, &Cursor{Boot: "b", Version: 1}, 100*time.Millisecond)
+	_, err = Fetch(context.Background(), NewHTTPClient(1), "http://"+ln.Addr().String()+podcontract.ProgressPath, &Cursor{Boot: "b", Version: 1}, 100*time.Millisecond)
 	if err == nil || time.Since(start) > 15*time.Second {
 		t.Errorf("silent Pod: %v after %s", err, time.Since(start))
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // Long polling bounds. A reader asks for at most MaxWait; the manager asks
@@ -23,19 +25,19 @@ const (
 // container is limited to 64 MiB). Over it, a request is answered 503.
 const maxServing = 32
 
-// Handler serves t's document: GET (or HEAD) Path, with `after=VERSION`
+// Handler serves t's document: GET (or HEAD) podcontract.ProgressPath, with `after=VERSION`
 // and `boot=ID` to wait until the document differs from that one, up to
 // `wait` (a Go duration, at most MaxWait; DefaultWait when absent).
 func Handler(t *Tracker) http.Handler {
 	slots := make(chan struct{}, maxServing)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != Path {
+		if r.URL.Path != podcontract.ProgressPath {
 			http.NotFound(w, r)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "read only: GET "+Path, http.StatusMethodNotAllowed)
+			http.Error(w, "read only: GET "+podcontract.ProgressPath, http.StatusMethodNotAllowed)
 			return
 		}
 		select {

@@ -53,12 +53,17 @@ func TestMain(m *testing.M) {
 func claudeBin(t *testing.T) string { return cliBin(t, "claude-code", "AGENTRUN_CLAUDE_BIN", "claude") }
 
 // cliBin is a real CLI: the path in env, else the cache that hack/setup.sh
-// fills. Missing is a failure, not a skip.
+// fills (AGENTRUN_CLI_CACHE names another, as for hack/install-clis.sh:
+// make test-clis-latest's). Missing is a failure, not a skip.
 func cliBin(t *testing.T, runtime, env, bin string) string {
 	t.Helper()
 	p := os.Getenv(env)
 	if p == "" {
-		p = filepath.Join(repoRoot, ".cache", "clis", runtime, "node_modules", ".bin", bin)
+		cache := os.Getenv("AGENTRUN_CLI_CACHE")
+		if cache == "" {
+			cache = filepath.Join(repoRoot, ".cache", "clis")
+		}
+		p = filepath.Join(cache, runtime, "node_modules", ".bin", bin)
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("the real %s CLI is missing (%v): run hack/setup.sh", runtime, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/internal/mockmodel"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
@@ -39,7 +40,7 @@ func TestTailServesProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	base := "http://" + addr + progress.Path
+	base := "http://" + addr + podcontract.ProgressPath
 	hc := progress.NewHTTPClient(1)
 	ctx := context.Background()
 

@@ -1,0 +1,284 @@
+package podcontract
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultMaxProcs is the agent's process limit (RLIMIT_NPROC, threads
+// included) when --max-procs is not given: room for a parallel build (make
+// -j, a JVM's threads, a test runner's workers), while a fork bomb stops
+// here instead of at the host's limit. The count is per user: a non-root
+// caller's own processes outside the sandbox count too (a Pod has only the
+// runner).
+const DefaultMaxProcs = 4096
+
+// SandboxFlags are the isolation flags `agentrun run` and `agentrun
+// sandbox` share.
+type SandboxFlags struct {
+	Sandbox    string   // --sandbox: bubblewrap (default on Linux) or none
+	Network    string   // --network: none or full; any AllowHosts makes it custom
+	AllowHosts []string // --allow-host HOST[:PORT]
+	DenyRead   []string // --deny-read PATH, after the defaults
+	AddHosts   []string // --add-host NAME=IP, for the proxy's resolver
+	// WritableGit lets the agent write the workspace's repositories
+	// (commit); by default they are read-only.
+	WritableGit bool
+	// MaxProcs bounds the agent's processes; 0 means DefaultMaxProcs.
+	MaxProcs int
+}
+
+// Register declares the flags on fs, bound to f.
+func (f *SandboxFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Sandbox, "sandbox", "", "bubblewrap (the default on Linux) or none")
+	fs.StringVar(&f.Network, "network", "", "none or full (default full); --allow-host makes it custom")
+	fs.Var((*List)(&f.AllowHosts), "allow-host", "allow only these hosts: HOST[:PORT], *.suffix[:PORT], IP:PORT or CIDR:PORT (repeatable)")
+	fs.Var((*List)(&f.DenyRead), "deny-read", "hide this path from the agent, after the default list (repeatable)")
+	fs.Var((*List)(&f.AddHosts), "add-host", "resolve NAME to IP in the proxy, NAME=IP (repeatable)")
+	fs.BoolVar(&f.WritableGit, "writable-git", false, "let the agent write the workspace's repositories (.git: commit); they are read-only by default")
+	fs.IntVar(&f.MaxProcs, "max-procs", 0, fmt.Sprintf("the agent's process limit, threads included (default %d)", DefaultMaxProcs))
+}
+
+// RunFlags is the command line of `agentrun run`: the controller renders it
+// into the agent container's arguments (Args) and the runner binds the same
+// struct from them (Register), so a flag is spelled in this file only.
+type RunFlags struct {
+	Runtime string // --runtime: claude-code, codex, pi or dsh
+	Model   string // --model; empty is the runtime's default
+	Format  string // --format: jsonl, text or rich
+	// RawPath (--raw) keeps every raw byte of the runtime's stdout.
+	RawPath   string
+	Timeout   time.Duration // --timeout; 0 = none
+	MaxTurns  int           // --max-turns; 0 = none
+	MaxTokens int64         // --max-tokens; 0 = none
+	Env       []string      // --env NAME=VALUE, in order
+	EnvFile   string        // --env-file
+	// PassEnv names variables of agentrun's own environment to pass to the
+	// agent, NAME or PREFIX* (a Pod's Secret references arrive this way:
+	// the sandbox's environment is otherwise minimal).
+	PassEnv []string
+	// EventsPath (--events) receives a copy of the jsonl stream (a Pod's
+	// events sidecar follows it).
+	EventsPath string
+	// SummaryPath (--summary) receives the end summary, a Pod's
+	// termination message (termination.go).
+	SummaryPath string
+	// MeterFile (--meter-file) receives the proxy meter's count after every
+	// metered call (a Pod's events sidecar serves it as live progress).
+	MeterFile   string
+	Images      []string // --image, attached to the prompt in order
+	NoSubagents bool     // --no-subagents
+	SessionDir  string   // --session-dir
+	Resume      string   // --resume ID
+	Cwd         string   // --cwd; empty is the current directory
+	// Credentials are --credential NAME=HOST:PORT[,...]: the agent holds a
+	// stand-in for NAME, and the filter proxy puts the real value (from
+	// agentrun's own environment) into the requests to those hosts.
+	Credentials []string
+	// UpstreamCA (--upstream-ca) verifies the credential destinations' TLS
+	// certificates instead of the system's roots.
+	UpstreamCA string
+	SandboxFlags
+	// Prompt is the one argument after the flags.
+	Prompt string
+}
+
+// Register declares every flag of `agentrun run` on fs, bound to f (the
+// prompt is the argument left after parsing: fs.Arg(0)).
+func (f *RunFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Runtime, "runtime", "", "the agent CLI: claude-code, codex, pi or dsh")
+	fs.StringVar(&f.Model, "model", "", "the model (default: the runtime's)")
+	fs.StringVar(&f.Format, "format", "jsonl", "output format: jsonl, text or rich")
+	fs.StringVar(&f.RawPath, "raw", "", "keep the runtime's raw output in this file, byte for byte")
+	fs.Var((*Duration)(&f.Timeout), "timeout", "stop the run after this long: seconds (300) or a duration (5m, 1h30m); 0 for none")
+	fs.IntVar(&f.MaxTurns, "max-turns", 0, "stop when the main agent starts more model calls than this")
+	fs.Int64Var(&f.MaxTokens, "max-tokens", 0, "stop when the run has used more tokens than this")
+	fs.Var((*List)(&f.Env), "env", "set a variable for the agent, NAME=VALUE (repeatable)")
+	fs.StringVar(&f.EnvFile, "env-file", "", "read NAME=VALUE lines for the agent from this file")
+	fs.Var((*List)(&f.PassEnv), "pass-env", "pass this variable of agentrun's environment to the agent, NAME or PREFIX* (repeatable)")
+	fs.StringVar(&f.EventsPath, "events", "", "also write the jsonl event stream to this file (a Pod's events sidecar follows it)")
+	fs.StringVar(&f.SummaryPath, "summary", "", "write the end summary here (a Pod's termination message)")
+	fs.StringVar(&f.MeterFile, "meter-file", "", "with --credential: keep the proxy's meter count in this file while the run goes on (a Pod's events sidecar serves it)")
+	fs.Var((*List)(&f.Images), "image", "attach an image to the prompt (repeatable)")
+	fs.BoolVar(&f.NoSubagents, "no-subagents", false, "do not let the agent start subagents")
+	fs.StringVar(&f.SessionDir, "session-dir", "", "save the session here, to continue it with --resume")
+	fs.StringVar(&f.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
+	fs.StringVar(&f.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
+	fs.Var((*List)(&f.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
+	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
+	f.SandboxFlags.Register(fs)
+}
+
+// Args is the argument list of `agentrun` that Register parses back into
+// f: the verb, the flags that are not at their zero value (the Pod's own
+// first, then what the spec chose), "--" (so a prompt that starts with "-"
+// stays a prompt) and the prompt when there is one.
+func (f RunFlags) Args() []string {
+	a := argList{"run"}
+	a.str("runtime", f.Runtime)
+	a.str("format", f.Format)
+	a.str("events", f.EventsPath)
+	a.str("summary", f.SummaryPath)
+	a.str("raw", f.RawPath)
+	a.str("cwd", f.Cwd)
+	a.flag("writable-git", f.WritableGit)
+	a.seconds("timeout", f.Timeout)
+	a.str("model", f.Model)
+	a.int("max-turns", int64(f.MaxTurns))
+	a.int("max-tokens", f.MaxTokens)
+	a.flag("no-subagents", f.NoSubagents)
+	a.str("sandbox", f.Sandbox)
+	a.str("network", f.Network)
+	a.list("allow-host", f.AllowHosts)
+	a.list("add-host", f.AddHosts)
+	a.list("deny-read", f.DenyRead)
+	a.int("max-procs", int64(f.MaxProcs))
+	a.list("env", f.Env)
+	a.str("env-file", f.EnvFile)
+	a.list("pass-env", f.PassEnv)
+	a.list("credential", f.Credentials)
+	a.str("upstream-ca", f.UpstreamCA)
+	a.str("meter-file", f.MeterFile)
+	a.str("session-dir", f.SessionDir)
+	a.str("resume", f.Resume)
+	a.list("image", f.Images)
+	a = append(a, "--")
+	if f.Prompt != "" {
+		a = append(a, f.Prompt)
+	}
+	return a
+}
+
+// TailFlags is the command line of `agentrun tail`, the events sidecar.
+type TailFlags struct {
+	// Linger: after the end event, wait up to this long for SIGTERM
+	// before exiting (a Kubernetes sidecar that exits early is restarted,
+	// and its log replayed).
+	Linger time.Duration
+	// Poll is how often the file is looked at for new events; 0 is the
+	// follower's default.
+	Poll time.Duration
+	// ProgressAddr serves the run's live progress on this address.
+	ProgressAddr string
+	// MeterFile is the runner's live meter file (RunFlags.MeterFile),
+	// served with the progress.
+	MeterFile string
+	// File is the events file, the one argument.
+	File string
+}
+
+// Register declares the flags of `agentrun tail` on fs, bound to f (the
+// file is the argument left after parsing).
+func (f *TailFlags) Register(fs *flag.FlagSet) {
+	fs.Var((*Duration)(&f.Linger), "linger", "after the end event, wait up to this long for SIGTERM before exiting (a Kubernetes sidecar that exits early is restarted)")
+	fs.Var((*Duration)(&f.Poll), "poll", "how often to look for new events (default 100ms)")
+	fs.StringVar(&f.ProgressAddr, "progress-addr", "", "serve the run's live progress (GET "+ProgressPath+") on this address, for example :8788")
+	fs.StringVar(&f.MeterFile, "meter-file", "", "the runner's live meter file (agentrun run --meter-file), served with the progress")
+}
+
+// Args is the argument list of `agentrun` that Register parses back into f.
+func (f TailFlags) Args() []string {
+	a := argList{"tail"}
+	a.duration("linger", f.Linger)
+	a.duration("poll", f.Poll)
+	a.str("progress-addr", f.ProgressAddr)
+	a.str("meter-file", f.MeterFile)
+	if strings.HasPrefix(f.File, "-") {
+		a = append(a, "--")
+	}
+	return append(a, f.File)
+}
+
+// argList renders flags as `--name value`, one argument each, so that no
+// value is split or joined by a shell.
+type argList []string
+
+func (a *argList) str(name, v string) {
+	if v != "" {
+		*a = append(*a, "--"+name, v)
+	}
+}
+
+func (a *argList) list(name string, vs []string) {
+	for _, v := range vs {
+		*a = append(*a, "--"+name, v)
+	}
+}
+
+func (a *argList) int(name string, v int64) {
+	if v != 0 {
+		*a = append(*a, "--"+name, strconv.FormatInt(v, 10))
+	}
+}
+
+func (a *argList) flag(name string, v bool) {
+	if v {
+		*a = append(*a, "--"+name)
+	}
+}
+
+func (a *argList) duration(name string, d time.Duration) {
+	if d != 0 {
+		*a = append(*a, "--"+name, Duration(d).String())
+	}
+}
+
+// seconds renders a duration of whole seconds as a bare number, the form
+// every version of the runner's --timeout reads.
+func (a *argList) seconds(name string, d time.Duration) {
+	if d%time.Second == 0 {
+		a.int(name, int64(d/time.Second))
+	} else {
+		a.duration(name, d)
+	}
+}
+
+// List is a repeatable string flag: each use adds one value.
+type List []string
+
+func (l *List) String() string     { return strings.Join(*l, ",") }
+func (l *List) Set(v string) error { *l = append(*l, v); return nil }
+
+// Duration is a flag of a length of time given as whole seconds ("300",
+// what a script computes) or as a Go duration ("5m", "1h30m", what a
+// person writes).
+type Duration time.Duration
+
+// ParseDuration reads a Duration's text: whole seconds or a Go duration,
+// never negative.
+func ParseDuration(s string) (time.Duration, error) {
+	const want = "must be a positive number of seconds (300) or a duration (5m, 1h30m), or 0 for none"
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > int64(time.Duration(1<<63-1)/time.Second) {
+			return 0, errors.New(want)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New(want)
+	}
+	return d, nil
+}
+
+func (d *Duration) Set(s string) error {
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// String is a Go duration, in whole seconds ("60s", not "1m0s") when it is
+// whole seconds.
+func (d Duration) String() string {
+	if time.Duration(d)%time.Second == 0 {
+		return strconv.FormatInt(int64(time.Duration(d)/time.Second), 10) + "s"
+	}
+	return time.Duration(d).String()
+}

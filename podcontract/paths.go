@@ -1,0 +1,49 @@
+package podcontract
+
+// The agent Pod's containers: the runner, and the native sidecar that
+// follows its event file (an init container with restartPolicy Always, so
+// it starts first and never keeps the Pod alive).
+const (
+	AgentContainer  = "agent"
+	EventsContainer = "events"
+)
+
+// Paths inside the Pod. SharedDir is an emptyDir both containers mount (the
+// sidecar read-only); the others are the agent container's.
+const (
+	SharedDir = "/agentrun"
+	// EventsFile is the runner's --events copy of the stream, which the
+	// sidecar follows to its log.
+	EventsFile = SharedDir + "/events.jsonl"
+	// RawFile is the runner's --raw: every byte the CLI wrote.
+	RawFile = SharedDir + "/raw.jsonl"
+	// MeterFile is the runner's --meter-file, which the sidecar serves
+	// with the live progress.
+	MeterFile = SharedDir + "/meter.json"
+	// WorkspaceDir is the agent's working directory (--cwd).
+	WorkspaceDir = "/workspace"
+	// SessionsDir holds saved sessions (--session-dir), on a volume of the
+	// user's.
+	SessionsDir = "/sessions"
+	// ImagesDir holds images projected from ConfigMaps and Secrets, one
+	// directory per position in spec.images.
+	ImagesDir = "/agentrun-images"
+	// UpstreamCADir holds UpstreamCAFile, the bundle of spec.upstreamCA.
+	UpstreamCADir  = "/agentrun-upstream-ca"
+	UpstreamCAFile = UpstreamCADir + "/ca.pem"
+	// TerminationMessageFile is where the runner writes the end summary
+	// (--summary): the kubelet's default terminationMessagePath.
+	TerminationMessageFile = "/dev/termination-log"
+)
+
+// The live progress the sidecar serves (package sidecar/progress) and the
+// manager reads.
+const (
+	// ProgressPortName names the sidecar's port in the Pod spec; the
+	// manager reads the number from there.
+	ProgressPortName = "progress"
+	// DefaultProgressPort is that port unless the manager is told another.
+	DefaultProgressPort = 8788
+	// ProgressPath is where the document is served (GET only).
+	ProgressPath = "/progress"
+)
