@@ -284,7 +284,7 @@ func TestCRDIsATemplate(t *testing.T) {
 // AgentRunPolicy object in the same install; a CRD among the templates
 // could not be (Helm maps every template to a known kind first: "ensure
 // CRDs are installed first"). The price is that `helm upgrade` never
-// upgrades it (README.md says what to run).
+// upgrades it (docs/kubernetes/install.md says what to run).
 func TestPolicyCRDIsInCRDsDir(t *testing.T) {
 	r := root(t)
 	entries, err := os.ReadDir(filepath.Join(r, "charts", "agentrun", "crds"))

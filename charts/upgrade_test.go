@@ -16,7 +16,7 @@ import (
 // The chart against a real kube-apiserver (envtest; no controllers run, so
 // nothing needs --wait): `helm upgrade` upgrades the CRD, uninstalling
 // keeps it, and a CRD that an older chart installed from crds/ is adopted
-// with the commands README.md gives.
+// with the commands docs/kubernetes/install.md gives.
 
 // cluster is an envtest API server with a kubeconfig for helm and kubectl,
 // and the same user's rest.Config for Go clients.
@@ -161,7 +161,7 @@ func TestHelmUpgradeUpgradesCRD(t *testing.T) {
 
 // TestAdoptCRDFromCRDsDir: a release installed from a chart that kept the
 // CRD in crds/ (so Helm does not own it) upgrades to this chart after the
-// two adoption commands of README.md, and its CRD is upgraded.
+// two adoption commands of docs/kubernetes/install.md, and its CRD is upgraded.
 func TestAdoptCRDFromCRDsDir(t *testing.T) {
 	t.Setenv("HELM_CACHE_HOME", t.TempDir())
 	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
@@ -175,7 +175,7 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 	if err == nil || !strings.Contains(out, "invalid ownership metadata") {
 		t.Fatalf("helm upgrade over a CRD Helm does not own: %v\n%s", err, out)
 	}
-	// README.md, "Upgrading from a chart that kept the CRD in crds/".
+	// docs/kubernetes/install.md, "Upgrading from a chart that kept the CRD in crds/".
 	c.must(c.kubectl, "label", "--overwrite", "crd", "agentruns.agentrun.dev", "app.kubernetes.io/managed-by=Helm")
 	c.must(c.kubectl, "annotate", "--overwrite", "crd", "agentruns.agentrun.dev",
 		"meta.helm.sh/release-name=agentrun", "meta.helm.sh/release-namespace=agentrun-system")
@@ -187,7 +187,7 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 
 // TestPolicyCRDUpgrade: Helm never upgrades crds/, so a release whose
 // AgentRunPolicy CRD lacks a field keeps lacking it after `helm upgrade`;
-// README.md's command before the upgrade brings it.
+// docs/kubernetes/install.md's command before the upgrade brings it.
 func TestPolicyCRDUpgrade(t *testing.T) {
 	t.Setenv("HELM_CACHE_HOME", t.TempDir())
 	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
@@ -221,9 +221,9 @@ func TestPolicyCRDUpgrade(t *testing.T) {
 	c.helm("install", "agentrun", older, "--namespace", "agentrun-system", "--create-namespace")
 	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
 	if strings.Contains(fields(), `"maxTokens"`) {
-		t.Fatal("helm upgrade upgraded crds/ after all: README.md and the chart's notes say it does not")
+		t.Fatal("helm upgrade upgraded crds/ after all: docs/kubernetes/install.md and the chart's notes say it does not")
 	}
-	// README.md, "the AgentRunPolicy CRD ... apply it first".
+	// docs/kubernetes/install.md, "the AgentRunPolicy CRD ... apply it first".
 	c.must(c.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "charts/agentrun/crds/")
 	if !strings.Contains(fields(), `"maxTokens"`) {
 		t.Error("kubectl apply --server-side did not upgrade the AgentRunPolicy CRD")

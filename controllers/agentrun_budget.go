@@ -180,7 +180,7 @@ func refineOutcome(o observation, oc *outcome) *outcome {
 	if jobSuspended(o.Job) {
 		oc.Reason, oc.FromSummary = v1alpha1.ReasonPreempted, false
 		oc.Detail = "preempted: the run's Job was suspended by its queue (Kueue preemption or eviction) and its Pod deleted; " + oc.Detail +
-			"; usage and result are what it had reached (README.md, \"Kueue\", says how to resume a run with a session volume)"
+			"; usage and result are what it had reached (docs/kubernetes/kueue.md says how to resume a run with a session volume)"
 	}
 	return oc
 }

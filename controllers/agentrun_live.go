@@ -29,7 +29,7 @@ type LiveIntervals struct {
 }
 
 // DefaultLiveIntervals keep a model call's usage in status within seconds
-// of the call (README.md, "Live usage: how it reaches status, and why"),
+// of the call (docs/kubernetes/live-usage.md),
 // at one write per run per 5 s at most.
 var DefaultLiveIntervals = LiveIntervals{Usage: 5 * time.Second, Progress: 30 * time.Second}
 

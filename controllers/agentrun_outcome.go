@@ -238,7 +238,7 @@ func sandboxProfileError(msg string) bool {
 	return strings.Contains(m, "seccomp") || strings.Contains(m, "apparmor")
 }
 
-// The fixes a SandboxUnavailable detail names (README.md, "Pod Security").
+// The fixes a SandboxUnavailable detail names (docs/kubernetes/pod-security.md).
 const (
 	seccompFix = "install agentrun's node profiles on this node (chart value sandboxProfiles.installer: the DaemonSet " +
 		"writes <kubelet root>/seccomp/agentrun/bwrap.json; set sandboxProfiles.kubeletRootDir to the kubelet's --root-dir) " +

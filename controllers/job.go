@@ -53,7 +53,8 @@ const (
 )
 
 // runnerUID is the runner image's non-root user. bubblewrap needs no
-// capability as a non-root user (TESTENV.md), and a numeric uid lets the
+// capability as a non-root user (docs/kubernetes/pod-security.md, "What
+// bubblewrap needs in a Pod"), and a numeric uid lets the
 // kubelet check runAsNonRoot.
 const runnerUID = 1000
 
@@ -358,7 +359,8 @@ func agentResources(defaults corev1.ResourceRequirements, own *corev1.ResourceRe
 }
 
 // agentSecurityContext is what bubblewrap needs and nothing more
-// (TESTENV.md): non-root, no privilege escalation, no capabilities, and the
+// (docs/kubernetes/pod-security.md, "What bubblewrap needs in a Pod"):
+// non-root, no privilege escalation, no capabilities, and the
 // manager's seccomp and AppArmor profiles for the sandbox, which allow its
 // namespace and mount calls. Without the sandbox the agent keeps the
 // runtime's default profiles. An AgentRun's podOverrides choose otherwise

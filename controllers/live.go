@@ -21,8 +21,7 @@ import (
 // Live reads the live progress of running runs from their Pods' events
 // sidecars (package progress) and tells the reconciler when a run's
 // document changed; the reconciler, still the only writer of status, copies
-// it in (README.md, "Live usage: how it reaches status, and why", says why
-// this way).
+// it in (docs/kubernetes/live-usage.md says why this way).
 //
 // One long poll per running Pod: a change reaches the manager as soon as
 // the sidecar has it, and an idle run costs one request per poll wait.

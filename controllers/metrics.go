@@ -18,7 +18,7 @@ import (
 )
 
 // Metrics are served by controller-runtime's metrics server, next to its
-// own (README.md, "Metrics"). Tokens and cost are counted as they reach a
+// own (docs/kubernetes/metrics.md). Tokens and cost are counted as they reach a
 // run's status, live while it runs, so a scrape accounts for every dollar
 // spent so far; a run's end is counted once, when it is written.
 var (

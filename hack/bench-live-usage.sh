@@ -7,7 +7,7 @@
 # status through a watch: p50, p95, p99, max), the manager's API requests
 # per second idle and with model calls (what live usage adds), the API
 # server's count, and the manager's CPU and memory. Target: p95 at most 10s
-# (README.md, "Live usage: how it reaches status, and why"). About 4 minutes on 2 cores.
+# (docs/benchmarks.md, docs/kubernetes/live-usage.md). About 4 minutes on 2 cores.
 # Usage: hack/bench-live-usage.sh [-n 1000] [-window 2m] [-call-min 5s] [-call-max 25s] [-max-p95 10s]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

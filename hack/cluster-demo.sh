@@ -93,7 +93,7 @@ spec:
       valueFrom:
         secretKeyRef: {name: agent-keys, key: anthropic}
       # The mock speaks plain HTTP: only a host declared http:// gets the
-      # key unencrypted (README, Credentials).
+      # key unencrypted (docs/credentials.md).
       hosts: [http://mock-model.test:$mock_port]
   timeout: 5m
   network:

@@ -32,7 +32,7 @@ if [ -n "${HELM_VALUES:-}" ]; then args+=(-f "$HELM_VALUES"); fi
 
 # The chart installs and upgrades the CRD (templates/crd.yaml). A CRD that
 # an older chart installed from crds/, or that was applied by hand, is not
-# the release's: adopt it first, as README.md tells users to.
+# the release's: adopt it first, as docs/kubernetes/install.md tells users to.
 if "$kubectl" get crd agentruns.agentrun.dev >/dev/null 2>&1 &&
   [ "$("$kubectl" get crd agentruns.agentrun.dev -o 'jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}')" != agentrun ]; then
   log "adopting the existing AgentRun CRD into the release"
@@ -41,7 +41,8 @@ if "$kubectl" get crd agentruns.agentrun.dev >/dev/null 2>&1 &&
     meta.helm.sh/release-name=agentrun meta.helm.sh/release-namespace=agentrun-system >&2
 fi
 # Helm installs the chart's crds/ (the AgentRunPolicy CRD) on the first
-# install only; an upgrade applies them first, as README.md tells users to.
+# install only; an upgrade applies them first, as docs/kubernetes/install.md
+# tells users to.
 if "$helm" status agentrun -n agentrun-system --kubeconfig "$KUBECONFIG" >/dev/null 2>&1; then
   log "kubectl apply --server-side --force-conflicts -f charts/agentrun/crds/ (an upgrade)"
   "$kubectl" apply --server-side --force-conflicts -f "$root/charts/agentrun/crds/" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes 1.34 on this machine, without Docker or
-# systemd (see /work/shared/design/TESTENV.md, "Level 2"):
+# systemd (docs/development.md, "The local cluster", says what it takes):
 #
 #   hack/cluster.sh up       start it (idempotent); prints the kubeconfig path
 #   hack/cluster.sh down     stop it and leave the machine as it was found

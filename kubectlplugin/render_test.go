@@ -49,15 +49,15 @@ func readFile(t *testing.T, path string) []byte {
 }
 
 // seed is the stream of docs/events.md's example, whose text format
-// format/text keeps as a hand-written golden.
+// events/format/text keeps as a hand-written golden.
 const seed = "../events/format/text/testdata/seed-example"
 
-// TestRenderTextGoldens: every stream of format/text's tests, read as a
+// TestRenderTextGoldens: every stream of events/format/text's tests, read as a
 // log, renders to that package's golden text (rich on a pipe is text).
 func TestRenderTextGoldens(t *testing.T) {
 	inputs, err := filepath.Glob("../events/format/text/testdata/*.jsonl")
 	if err != nil || len(inputs) < 10 {
-		t.Fatalf("format/text's testdata: %v %v", inputs, err)
+		t.Fatalf("events/format/text's testdata: %v %v", inputs, err)
 	}
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".jsonl")

@@ -54,7 +54,8 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 		return nil, errors.New("--runtime is required: claude-code, codex or pi")
 	}
 	if s.Name == "" {
-		// Every run gets a fresh name and its own record (README, GitOps).
+		// Every run gets a fresh name and its own record
+		// (docs/kubernetes/gitops.md).
 		run.GenerateName = s.Runtime + "-"
 	}
 	if strings.TrimSpace(s.Prompt) == "" {

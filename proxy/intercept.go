@@ -236,7 +236,7 @@ func authorityOf(host string, port int) string { return net.JoinHostPort(host, s
 // service that does speak plain HTTP would fail with an obscure handshake
 // error; the refusal names the fix, and the rule stays one sentence: the
 // real value leaves over verified TLS, or over plain HTTP only where the
-// user declared it (README, "Credentials").
+// user declared it (docs/credentials.md).
 func (s *Server) refusePlain(w http.ResponseWriter, host string, port int) {
 	s.report(Access{Host: host, Port: port, Reason: ReasonTLSRequired})
 	w.Header().Set(ReasonHeader, ReasonTLSRequired)

@@ -119,7 +119,7 @@ const maxCAFile = 4 << 20
 // the file may come from an --env-file in the workspace, which an earlier
 // run's agent could edit: a file holding a private key beside its
 // certificate (a server's combined PEM, readable only by the runner's user)
-// must yield the certificate alone (README, "Credentials"). Inside the
+// must yield the certificate alone (docs/credentials.md). Inside the
 // workspace no path component may be a symbolic link (package safefile);
 // only a regular file of at most maxCAFile bytes is read, and a file
 // without a certificate is an error.

@@ -122,7 +122,7 @@ func TestVisibleUnderTmp(t *testing.T) {
 		{"/usr/local/bin/claude", nil},
 		{"/tmp/fake/claude", []string{"/tmp/fake"}},
 		{"/tmp/ci/.cache/clis/codex/node_modules/.bin/codex", []string{"/tmp/ci/.cache/clis/codex"}},
-		{"/work/.cache/clis/pi/node_modules/.bin/pi", nil},
+		{"/opt/ci/.cache/clis/pi/node_modules/.bin/pi", nil},
 	}
 	for _, tt := range tests {
 		if got := visibleUnderTmp(tt.bin); strings.Join(got, ",") != strings.Join(tt.want, ",") {

@@ -1,9 +1,9 @@
 // Package sandbox runs a command inside bubblewrap the way agentrun runs an
 // agent: everything read-only but the workspace and a private /tmp, a deny
 // list of credential paths that read as nothing, a minimal environment, no
-// network but the runner's filter proxy (passed in over a socket, see
-// ../shared/design/SANDBOX.md, "fdpass"), and a seccomp filter against
-// filesystem Unix sockets.
+// network but the runner's filter proxy (passed in over a socket:
+// docs/sandbox.md, "How the proxy reaches the sandbox"), and a seccomp
+// filter against filesystem Unix sockets.
 package sandbox
 
 import (
@@ -38,7 +38,8 @@ const (
 	// agent sees only its own processes.
 	FreshProc ProcMode = iota
 	// HostProc binds the outer /proc read-only, for containers whose masked
-	// /proc forbids a new mount (see TESTENV.md). The runner is then made
+	// /proc forbids a new mount (docs/sandbox.md, "/proc in a container").
+	// The runner is then made
 	// non-dumpable so its environment and memory stay unreadable.
 	HostProc
 )

@@ -37,8 +37,8 @@ import (
 // credential helper, core.sshCommand naming a script of the workspace) and
 // hooks that run files of the worktree in turn (husky's .husky/pre-commit,
 // pre-commit's configuration, lefthook.yml) are the project's files, which
-// the agent may change like any other: README, "Repositories are
-// read-only".
+// the agent may change like any other: docs/sandbox.md, "Repositories
+// are read-only".
 
 // maxIncludeDepth is git's own bound on nested includes.
 const maxIncludeDepth = 10

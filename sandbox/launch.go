@@ -314,7 +314,7 @@ func ProcMountFailed(bwrapStderr string) bool {
 }
 
 // Advice turns bubblewrap's start-up error into the cause and the fix
-// (README.md, "Pod Security" for Pods).
+// (docs/kubernetes/pod-security.md for Pods).
 func Advice(bwrapStderr string) string {
 	msg := bwrapStderr
 	if msg == "" {

@@ -1,6 +1,6 @@
 // Package claudecode is the adapter for Anthropic's claude-code CLI in
 // stream-json mode (docs/events.md, "claude-code", for what the stream gets
-// from it; ../shared/design/RUNTIMES.md and testdata/real for its format).
+// from it; docs/runtimes.md for how it is started, testdata/real for its format).
 package claudecode
 
 import (

@@ -21,7 +21,7 @@ func replay(t *testing.T, raw string, exit adapters.Exit) ([]events.Event, adapt
 // Hand-written lines in claude-code's stream-json format (edge cases the real
 // captures in testdata/real do not cover).
 const (
-	seedInit   = `{"type":"system","subtype":"init","cwd":"/work/repo","session_id":"S1","tools":["Task","Bash"],"model":"claude-sonnet-5-5","permissionMode":"auto","uuid":"u0"}`
+	seedInit   = `{"type":"system","subtype":"init","cwd":"/home/me/repo","session_id":"S1","tools":["Task","Bash"],"model":"claude-sonnet-5-5","permissionMode":"auto","uuid":"u0"}`
 	seedPrompt = `{"type":"user","message":{"role":"user","content":"fix it\u2028now"},"parent_tool_use_id":null,"session_id":"S1","uuid":"u1","isReplay":true}`
 	seedBash   = `{"type":"assistant","message":{"model":"claude-sonnet-5-5","id":"msg_01A","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_01A","name":"Bash","input":{"command":"cargo test","description":"Run tests"}}],"usage":{"input_tokens":2,"cache_creation_input_tokens":4950,"cache_read_input_tokens":28275,"output_tokens":16}},"parent_tool_use_id":null,"session_id":"S1","uuid":"u2"}`
 	seedBashOK = `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01A","type":"tool_result","content":"ok"}]},"parent_tool_use_id":null,"session_id":"S1","uuid":"u3","tool_use_result":{"stdout":"ok","stderr":"","interrupted":false,"isImage":false,"noOutputExpected":false}}`

@@ -1,6 +1,6 @@
 // Package codex is the adapter for OpenAI's codex CLI in `codex exec --json`
-// mode (../shared/design/RUNTIMES.md, docs/events.md's notes on codex; the README
-// of testdata/real for what 0.171.0 really writes).
+// mode (docs/runtimes.md for how it is started, docs/events.md's notes on codex;
+// the README of testdata/real for what 0.171.0 really writes).
 //
 // codex reports one usage per turn (turn.completed), with no model name and
 // no cost, and input_tokens that INCLUDE the cached tokens; the adapter

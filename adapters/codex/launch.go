@@ -14,7 +14,8 @@ import (
 // providerID names the model provider agentrun configures in config.toml.
 const providerID = "agentrun"
 
-// Launch builds RUNTIMES.md's command: `codex exec --json` with a private
+// Launch builds the command docs/runtimes.md gives ("How agentrun starts
+// each CLI"): `codex exec --json` with a private
 // CODEX_HOME whose config.toml points codex at the model endpoint (see
 // openaicompat for the variables), approval "never" and codex's own sandbox
 // off inside agentrun's (`--sandbox danger-full-access`). The quiet flags

@@ -22,7 +22,8 @@ const providerID = "agentrun"
 // reports a cost of 0.
 const CostEnv = "AGENTRUN_PI_COST"
 
-// Launch builds RUNTIMES.md's command: `pi -p --mode json` with a private
+// Launch builds the command docs/runtimes.md gives ("How agentrun starts
+// each CLI"): `pi -p --mode json` with a private
 // PI_CODING_AGENT_DIR whose models.json defines one provider on the OpenAI
 // Chat Completions API (endpoint and key variable from openaicompat) with
 // the --model model, and pi's network extras off. The prompt goes in on

@@ -1,6 +1,6 @@
 // Package pi is the adapter for Mario Zechner's pi coding agent in
-// `pi -p --mode json` mode (../shared/design/RUNTIMES.md, docs/events.md's notes
-// on pi; the README of testdata/real for what 0.73.1 really writes).
+// `pi -p --mode json` mode (docs/runtimes.md for how it is started, docs/events.md's
+// notes on pi; the README of testdata/real for what 0.73.1 really writes).
 //
 // pi echoes the prompt as its first user message, reports every model call
 // with its model, usage and pi's own cost on the assistant message_end, and

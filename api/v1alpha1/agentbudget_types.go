@@ -11,8 +11,8 @@ import (
 // Queued (reason BudgetExhausted) without a Job, and when their usage,
 // live while they run, pushes it past a cap, the running runs it covers
 // are stopped as by spec.stop (their usage and result so far are kept)
-// and end with reason BudgetExceeded. README.md, "Budgets: a cap per
-// namespace and window", says what counts and when.
+// and end with reason BudgetExceeded. docs/kubernetes/budgets.md says what
+// counts and when.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.maxTokens) || has(self.maxCostUSD)",message="set maxTokens, maxCostUSD or both: a budget without a cap bounds nothing"
 type AgentBudgetSpec struct {

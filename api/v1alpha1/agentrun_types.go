@@ -532,8 +532,8 @@ type AgentRunStatus struct {
 	DurationMs *int64 `json:"durationMs,omitempty"`
 	// Usage is end.usage. While the run is Running it is the usage so far
 	// (the same fields with the same meaning, from the events sidecar's
-	// live progress; README.md, "Live usage: how it reaches status, and
-	// why"), and the end's figures replace it when the run ends.
+	// live progress; docs/kubernetes/live-usage.md), and the end's figures
+	// replace it when the run ends.
 	// +optional
 	Usage *Usage `json:"usage,omitempty"`
 	// Result is the main agent's last text (end.result), cut to 32 KiB;

@@ -20,7 +20,7 @@ import (
 )
 
 // minKubernetes is the oldest Kubernetes minor the CRD and the Pod work on,
-// as Chart.yaml (kubeVersion) and README.md state it. The Pod needs 1.29
+// as Chart.yaml (kubeVersion) and docs/kubernetes/install.md state it. The Pod needs 1.29
 // (native sidecars); the CRD needs 1.31: its isIP() rule uses CEL's IP
 // library, introduced into the API server's CEL environment at
 // compatibility version 1.30, and an API server compiles the rules of a
@@ -55,7 +55,7 @@ func TestCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
 	older := version.MajorMinor(minimum.Major(), minimum.Minor()-1)
 	_, errs = compileCRDRules(crd, compat(older))
 	if len(errs) == 0 {
-		t.Errorf("every rule compiles on Kubernetes %s too: lower minKubernetes, Chart.yaml and README.md", older)
+		t.Errorf("every rule compiles on Kubernetes %s too: lower minKubernetes, Chart.yaml and docs/kubernetes/install.md", older)
 	}
 	for _, e := range errs {
 		t.Logf("Kubernetes %s: %s", older, e)
@@ -89,8 +89,8 @@ func TestBudgetCRDRulesCompileOnMinimumKubernetes(t *testing.T) {
 	}
 }
 
-// TestMinimumKubernetesIsStated: Chart.yaml's kubeVersion and README.md
-// name the same minimum as the test above proves.
+// TestMinimumKubernetesIsStated: Chart.yaml's kubeVersion and
+// docs/kubernetes/install.md name the same minimum as the test above proves.
 func TestMinimumKubernetesIsStated(t *testing.T) {
 	root := filepath.Join("..", "..")
 	chart, err := os.ReadFile(filepath.Join(root, "charts", "agentrun", "Chart.yaml"))
@@ -106,12 +106,12 @@ func TestMinimumKubernetesIsStated(t *testing.T) {
 	if want := ">=" + minKubernetes + ".0-0"; c.KubeVersion != want {
 		t.Errorf("Chart.yaml kubeVersion %q, want %q", c.KubeVersion, want)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "kubernetes", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "Kubernetes " + minKubernetes + " or later"; !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not say %q", want)
+		t.Errorf("docs/kubernetes/install.md does not say %q", want)
 	}
 }
 

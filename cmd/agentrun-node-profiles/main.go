@@ -1,7 +1,7 @@
 // Command agentrun-node-profiles keeps agentrun's sandbox profiles on a
 // node: the seccomp profile under the kubelet's seccomp root and, where
 // asked and the node has AppArmor, the AppArmor profile loaded into the
-// kernel. The chart runs it as a DaemonSet (README.md, "Pod Security");
+// kernel. The chart runs it as a DaemonSet (docs/kubernetes/pod-security.md);
 // it checks again every --interval, so a profile removed by hand or lost
 // in a kernel policy reload comes back.
 package main

@@ -65,8 +65,9 @@ type config struct {
 	burst           int
 	graces          controllers.Graces
 	job             controllers.JobConfig
-	// live reads running runs' progress from their Pods (README.md, "Live
-	// usage and budgets"); off: usage reaches status at the end only.
+	// live reads running runs' progress from their Pods
+	// (docs/kubernetes/live-usage.md); off: usage reaches status at the end
+	// only.
 	live           bool
 	liveIntervals  controllers.LiveIntervals
 	liveMaxConns   int

@@ -7,7 +7,7 @@ import (
 
 // valid holds one valid event of each type, as agentrun writes them.
 var valid = map[string]string{
-	"start":          `{"schema":1,"type":"start","time":"2026-10-04T13:00:00.000Z","runtime":"claude-code","sandbox":"bubblewrap","network":{"mode":"custom","allow":["api.anthropic.com"],"enforced":true},"deny_read":["/home/me/.ssh"],"model":null,"cwd":"/work/repo","argv":["/usr/local/bin/claude","-p"],"env":["GH_TOKEN"]}`,
+	"start":          `{"schema":1,"type":"start","time":"2026-10-04T13:00:00.000Z","runtime":"claude-code","sandbox":"bubblewrap","network":{"mode":"custom","allow":["api.anthropic.com"],"enforced":true},"deny_read":["/home/me/.ssh"],"model":null,"cwd":"/home/me/repo","argv":["/usr/local/bin/claude","-p"],"env":["GH_TOKEN"]}`,
 	"prompt":         `{"schema":1,"type":"prompt","time":"2026-10-04T13:00:00.850Z","text":"fix it","images":[]}`,
 	"tool_start":     `{"schema":1,"type":"tool_start","time":"2026-10-04T13:00:03.900Z","id":"toolu_02","parent":"toolu_01","name":"Grep","summary":"Grep: parse_line"}`,
 	"tool":           `{"schema":1,"type":"tool","time":"2026-10-04T13:00:04.410Z","id":"toolu_02","parent":null,"name":"Grep","summary":"Grep: parse_line","denied":false,"error":null}`,
@@ -68,7 +68,7 @@ func TestRejects(t *testing.T) {
 		{"custom without hosts", "start", `"allow":["api.anthropic.com"]`, `"allow":[]`, "/network/allow"},
 		{"full with hosts", "start", `"mode":"custom"`, `"mode":"full"`, "/network/allow"},
 		{"not enforced in the sandbox", "start", `"enforced":true`, `"enforced":false`, "/network/enforced"},
-		{"relative cwd", "start", `"/work/repo"`, `"repo"`, "/cwd"},
+		{"relative cwd", "start", `"/home/me/repo"`, `"repo"`, "/cwd"},
 		{"empty model", "start", `"model":null`, `"model":""`, "/model"},
 		{"bad end status", "end", `"finished"`, `"done"`, "/status"},
 		{"finished with detail", "end", `"detail":""`, `"detail":"x"`, "/detail"},

@@ -36,7 +36,7 @@ type Dest struct {
 	Port int
 	// Plain marks a destination declared as http://HOST:PORT: it speaks
 	// plain HTTP, and only such a destination gets the real value
-	// unencrypted (README, "Credentials").
+	// unencrypted (docs/credentials.md).
 	Plain bool
 }
 
@@ -380,7 +380,7 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 // its own (padded or not, standard or URL alphabet), each with the same
 // form of the stand-in. Only forms that differ from the value are listed.
 // An encoding of a longer text that holds the value (base64 depends on
-// where the value starts) is not caught: README, "Credentials".
+// where the value starts) is not caught: docs/credentials.md.
 func encodedForms(value, standIn string) []Secret {
 	forms := []func(string) string{url.QueryEscape, url.PathEscape,
 		func(s string) string { return lowerHex(url.QueryEscape(s)) }, func(s string) string { return lowerHex(url.PathEscape(s)) }}

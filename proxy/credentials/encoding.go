@@ -17,7 +17,7 @@ import (
 // no encoding at all (identity), decodes the two that HTTP clients have
 // always had to read (gzip, deflate) when an upstream compresses anyway,
 // and refuses every other answer with a body: br, zstd, compress and
-// anything unknown (README, "Credentials").
+// anything unknown (docs/credentials.md).
 //
 // Request bodies stay as the agent sent them, Content-Encoding included:
 // the stand-in is swapped in headers only, and the meter reads answers,

@@ -8,7 +8,7 @@
 // long polling (`?after=VERSION`), so a change reaches a waiting reader at
 // once and an idle run costs one request per poll timeout. The manager
 // reads it (Fetch) for every running run and copies it into the AgentRun's
-// status (README.md, "Live usage: how it reaches status, and why").
+// status (docs/kubernetes/live-usage.md).
 // Nothing in the Pod holds an API credential or writes to the API server.
 //
 // The document is built from what the agent's CLI printed, which a hostile
