@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/kubectlplugin/usagesum"
 )
 
 func counts(in, out, cr, cw int64, cost string) v1alpha1.TokenCounts {
@@ -119,10 +120,10 @@ func TestSumUsageUnknownModel(t *testing.T) {
 		{Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed}},
 	}
 	rep := sumUsage(runs, byModel)
-	if len(rep.Rows) != 1 || rep.Rows[0].Key != unknownModel || rep.Rows[0].total() != 10 || rep.Rows[0].Runs != 1 {
+	if len(rep.Rows) != 1 || rep.Rows[0].Key != usagesum.UnknownModel || rep.Rows[0].Total() != 10 || rep.Rows[0].Runs != 1 {
 		t.Errorf("rows %+v", rep.Rows)
 	}
-	if rep.Total.Runs != 2 || rep.Total.total() != 10 || rep.MultiRun {
+	if rep.Total.Runs != 2 || rep.Total.Total() != 10 || rep.MultiRun {
 		t.Errorf("total %+v, multi %t", rep.Total, rep.MultiRun)
 	}
 }
