@@ -38,11 +38,11 @@ type row struct {
 	Ended   int64 `json:"ended"`
 	// DurationMs is the run's duration once it ended; while it runs the
 	// page counts from Started.
-	DurationMs int64  `json:"durationMs"`
-	Running    bool   `json:"running"`
-	Tokens     int64  `json:"tokens"`
-	TokensText string `json:"tokensText"`
-	Cost       string `json:"cost"`
+	DurationMs int64   `json:"durationMs"`
+	Running    bool    `json:"running"`
+	Tokens     int64   `json:"tokens"`
+	TokensText string  `json:"tokensText"`
+	Cost       string  `json:"cost"`
 	CostValue  float64 `json:"costValue"`
 	// CostEstimated: the manager's estimate from its price table.
 	CostEstimated bool `json:"costEstimated"`

@@ -24,17 +24,17 @@ type runView struct {
 	Summary    string      `json:"summary"`
 	Conditions []condition `json:"conditions"`
 	// Facts are label and value pairs: limits, isolation, counters.
-	Facts []fact `json:"facts"`
+	Facts []fact      `json:"facts"`
 	Usage []usageLine `json:"usage"`
 	// UsageNotes say what the usage table counts.
-	UsageNotes []string `json:"usageNotes"`
+	UsageNotes []string     `json:"usageNotes"`
 	Budgets    []budgetLine `json:"budgets"`
-	Result     string `json:"result"`
+	Result     string       `json:"result"`
 	// ResultNote says the result is cut, or where it is.
-	ResultNote string `json:"resultNote"`
-	Detail     string `json:"detail"`
-	Prompt     string `json:"prompt"`
-	PromptNote string `json:"promptNote"`
+	ResultNote string    `json:"resultNote"`
+	Detail     string    `json:"detail"`
+	Prompt     string    `json:"prompt"`
+	PromptNote string    `json:"promptNote"`
 	Commands   []command `json:"commands"`
 	TraceID    string    `json:"traceID"`
 	TraceURL   string    `json:"traceURL"`

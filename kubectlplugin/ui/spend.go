@@ -53,18 +53,18 @@ type usageTotal struct {
 // budgetLine is one AgentBudget: its caps, what its window spent, the
 // runs it holds.
 type budgetLine struct {
-	Name     string `json:"name"`
-	Window   string `json:"window"`
-	Covers   string `json:"covers"`
-	State    string `json:"state"`
-	Spent    bool   `json:"spent"`
-	Tokens   string `json:"tokens"`
-	Cost     string `json:"cost"`
-	MaxTok   string `json:"maxTokens"`
-	MaxCost  string `json:"maxCost"`
-	TokShare float64 `json:"tokenShare"` // of the cap, 1 = all; -1 without a cap
-	CostShr  float64 `json:"costShare"`
-	RunCount int32   `json:"runCount"`
+	Name     string   `json:"name"`
+	Window   string   `json:"window"`
+	Covers   string   `json:"covers"`
+	State    string   `json:"state"`
+	Spent    bool     `json:"spent"`
+	Tokens   string   `json:"tokens"`
+	Cost     string   `json:"cost"`
+	MaxTok   string   `json:"maxTokens"`
+	MaxCost  string   `json:"maxCost"`
+	TokShare float64  `json:"tokenShare"` // of the cap, 1 = all; -1 without a cap
+	CostShr  float64  `json:"costShare"`
+	RunCount int32    `json:"runCount"`
 	Held     []string `json:"held"`
 	Notes    []string `json:"notes"`
 }

@@ -151,7 +151,7 @@ export function runsPage() {
       case 'branch': return el('td', { class: 'mono' }, r.branch || '—');
       case 'diff': return el('td', { class: 'num' }, r.diff || '—');
       case 'result': return el('td', { class: 'result-cell' }, r.running ? el('span', { class: 'muted' }, r.activity || '') : r.result);
-      default: return el('td', {}, r[k] || '—');
+      default: return el('td', { class: 'nowrap' }, r[k] || '—');
     }
   }
 
