@@ -76,7 +76,7 @@ func (cl *cluster) startUI(args ...string) *uiServer {
 
 // open opens a page of the ui in a new browser, through the URL with the
 // token (which sets the cookie) and then the page's path.
-func (s *uiServer) open(t *testing.T, path string) context.Context {
+func (s *uiServer) open(t testing.TB, path string) context.Context {
 	t.Helper()
 	ctx := uitest.Browser(t, nil)
 	uitest.Do(t, ctx, "opening the ui", chromedp.Navigate(s.url))

@@ -38,7 +38,7 @@ const watch = `(() => {
 // Browser starts a headless Chromium for the test and returns its tab's
 // context; extra flags are added to the fixed set (a host resolver rule,
 // say). The browser ends with the test.
-func Browser(t *testing.T, extra map[string]any) context.Context {
+func Browser(t testing.TB, extra map[string]any) context.Context {
 	t.Helper()
 	path := os.Getenv("AGENTRUN_CHROMIUM")
 	if path == "" {
@@ -80,7 +80,7 @@ const Timeout = 30 * time.Second
 
 // Do runs actions with the step's timeout, failing the test with what
 // was being done.
-func Do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+func Do(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
@@ -90,7 +90,7 @@ func Do(t *testing.T, ctx context.Context, what string, actions ...chromedp.Acti
 }
 
 // Eval evaluates a JavaScript expression in the page.
-func Eval[T any](t *testing.T, ctx context.Context, expr string) T {
+func Eval[T any](t testing.TB, ctx context.Context, expr string) T {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
@@ -103,7 +103,7 @@ func Eval[T any](t *testing.T, ctx context.Context, expr string) T {
 
 // WaitFor waits until a JavaScript expression is true in the page; on
 // timeout it fails with the page's text.
-func WaitFor(t *testing.T, ctx context.Context, what, expr string) {
+func WaitFor(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
@@ -124,7 +124,7 @@ func WaitFor(t *testing.T, ctx context.Context, what, expr string) {
 
 // Clean fails the test if the page met a CSP violation or a script
 // error.
-func Clean(t *testing.T, ctx context.Context) {
+func Clean(t testing.TB, ctx context.Context) {
 	t.Helper()
 	var got struct {
 		CSP    []string `json:"csp"`
@@ -146,7 +146,7 @@ func Clean(t *testing.T, ctx context.Context) {
 // (artifacts/ui in the repository, ignored by git; AGENTRUN_UI_SHOTS
 // moves it) and returns its path. With AGENTRUN_UI_DOCS=1 the picture
 // goes to docs/ui too, for docs/ui.md.
-func Screenshot(t *testing.T, ctx context.Context, name string) string {
+func Screenshot(t testing.TB, ctx context.Context, name string) string {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
