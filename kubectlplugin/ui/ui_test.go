@@ -172,14 +172,14 @@ func TestRunRefusesOtherAddresses(t *testing.T) {
 // (the page sets it as text).
 func TestInert(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain":                      "plain",
-		"<script>alert(1)</script>":  "<script>alert(1)</script>",
-		"\x1b[31mred\x1b[0m":         "[31mred[0m",
-		"a\x07b\x9bc":                "abc",
-		"file\u202egnp.exe":          "filegnp.exe",
-		"x\u2066y\u2069z\u200fw":     "xyzw",
-		"line\nand\ttab":             "line\nand\ttab",
-		"family 👨\u200d👩\u200d👧": "family 👨\u200d👩\u200d👧",
+		"plain":                     "plain",
+		"<script>alert(1)</script>": "<script>alert(1)</script>",
+		"\x1b[31mred\x1b[0m":        "[31mred[0m",
+		"a\x07b\x9bc":               "abc",
+		"file\u202egnp.exe":         "filegnp.exe",
+		"x\u2066y\u2069z\u200fw":    "xyzw",
+		"line\nand\ttab":            "line\nand\ttab",
+		"family 👨\u200d👩\u200d👧":    "family 👨\u200d👩\u200d👧",
 	} {
 		if got := inert(in); got != want {
 			t.Errorf("inert(%q) = %q, want %q", in, got, want)
