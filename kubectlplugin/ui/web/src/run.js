@@ -150,7 +150,14 @@ export function runPage() {
     setText(byId('result-note'), text === endResult && endResult !== v.result ? 'From the event log\'s end event (the status keeps the first 32 KiB).' : v.resultNote);
   }
 
+  let stopShown = null;
+  // renderStop draws the stop's controls when what they say changes only:
+  // the status of a running run changes every few seconds, and a person
+  // in the middle of confirming keeps their place.
   function renderStop(v) {
+    const shown = JSON.stringify([v.row.uid, v.row.running, v.canStop, v.stopNote]);
+    if (shown === stopShown) return;
+    stopShown = shown;
     const box = clear(byId('stop'));
     if (!v.row.running && !v.canStop) return;
     const note = el('p', { class: 'muted', id: 'stop-note' }, v.stopNote);
