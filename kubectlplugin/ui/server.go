@@ -138,7 +138,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shut) // event streams end with their request's context
+	if srv.Shutdown(shut) != nil {
+		_ = srv.Close() // the pages' event streams do not end by themselves
+	}
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
