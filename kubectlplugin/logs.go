@@ -160,7 +160,9 @@ func (f *follower) show(ctx context.Context) (shown, error) {
 			// without follow, and the log is complete.
 			streaming := f.follow && state == running
 			sawEnd, n, err := f.read(ctx, pod.Name, seen, streaming, state == terminated)
-			seen += n
+			// Every read starts from the top: n counts the lines seen
+			// before again.
+			seen = max(seen, n)
 			res.sawEnd, res.complete = sawEnd, state == terminated
 			switch {
 			case sawEnd:

@@ -285,7 +285,7 @@ func TestUIRun(t *testing.T) {
 	if n := uitest.Eval[int](t, ctx, `document.querySelectorAll('#timeline li[data-kind="subagent"] > ol > li[data-kind="tool"]').length`); n != 1 {
 		t.Errorf("tool calls nested under the subagent: %d", n)
 	}
-	if s := uitest.Eval[string](t, ctx, `document.querySelector('#timeline li[data-kind="subagent"] .title').textContent`); s != "explore#1 (haiku)" {
+	if s := uitest.Eval[string](t, ctx, `document.querySelector('#timeline li[data-kind="subagent"] .title').textContent`); s != "explore#1 (claude-haiku-4-5)" {
 		t.Errorf("the subagent's title %q", s)
 	}
 	if s := uitest.Eval[string](t, ctx, `document.querySelector('#timeline li.alert[data-kind="network"]').innerText`); !strings.Contains(s, "evil.example:443") || !strings.Contains(s, "not_allowed") {
@@ -555,8 +555,12 @@ func TestUIHostileContent(t *testing.T) {
 			checks["handlers"] != float64(0) || checks["escapes"] != false || checks["literal"] != true {
 			t.Errorf("%s: the agent's text was not inert: %v", path, checks)
 		}
-		if path != "/spend" {
-			uitest.Screenshot(t, ctx, "hostile"+strings.ReplaceAll(strings.TrimSuffix(path, "/evil"), "/", "-"))
+		switch path {
+		case "/":
+			uitest.Screenshot(t, ctx, "hostile-runs")
+		case "/spend":
+		default:
+			uitest.Screenshot(t, ctx, "hostile-run")
 		}
 		uitest.Clean(t, ctx)
 	}

@@ -103,6 +103,8 @@ func runPage(info *runInfo, budgets []*v1alpha1.AgentBudget, runs []*runInfo, ca
 		}
 	} else if ended(run) {
 		v.ResultNote = "The run ended without a result."
+	} else {
+		v.ResultNote = "The result comes with the run's end."
 	}
 	v.Detail = inert(st.Detail)
 	switch p := run.Spec.Prompt; {

@@ -78,14 +78,14 @@ func (t *timeline) item(e events.Event) (item, bool) {
 			it.Detail = inert("unreadable: " + strings.Join(e.DenyRead, ", "))
 		}
 	case *events.Prompt:
-		it.Kind, it.Agent, it.Title = kindPrompt, text.MainLabel, "prompt"
+		it.Kind, it.Agent = kindPrompt, text.MainLabel
 		it.Body = inert(e.Text)
 		if n := len(e.Images); n > 0 {
 			it.Detail = inert(plural(int64(n), "image", "images") + ": " + strings.Join(e.Images, ", "))
 		}
 	case *events.Text:
 		it.Kind, it.Parent, it.Agent = kindText, str(e.Parent), t.f.Label(e.Parent)
-		it.Title, it.Body = "text", inert(e.Text)
+		it.Body = inert(e.Text)
 	case *events.ToolStart:
 		it.Kind, it.ID, it.Parent, it.Agent = kindTool, e.ID, str(e.Parent), t.f.Label(e.Parent)
 		it.Title, it.State = inert(e.Summary), "running"
@@ -151,6 +151,7 @@ func (t *timeline) item(e events.Event) (item, bool) {
 	default:
 		return it, false
 	}
+	it.Agent = inert(it.Agent) // a subagent's label has its kind, as the agent named it
 	return it, true
 }
 

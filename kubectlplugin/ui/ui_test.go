@@ -286,7 +286,7 @@ func TestTimeline(t *testing.T) {
 	}
 	want := []string{
 		"1 start [main] codex (gpt-5) started, sandbox bubblewrap, network none |  |  | alert=false",
-		"2 prompt [main] prompt |  | 1 image: a.png | alert=false",
+		"2 prompt [main]  |  | 1 image: a.png | alert=false",
 		"3 subagent [main] explore#1 (haiku) | running |  | alert=false",
 		"4 tool [explore#1] Bash: ls | running |  | alert=false",
 		"5 tool [explore#1] Bash: ls | denied | the runtime's permission check refused the call | alert=true",
@@ -349,5 +349,28 @@ func TestCanStop(t *testing.T) {
 	}
 	if got := stopCommand("team", "r-1"); got != `kubectl -n team patch agentrun r-1 --type merge -p '`+string(stopPatch)+`'` {
 		t.Errorf("stopCommand = %s", got)
+	}
+}
+
+// TestTimelineInert: what the agent named shows inert in every field of
+// an item, the labels of its subagents too.
+func TestTimelineInert(t *testing.T) {
+	tl := newTimeline()
+	evil := "<b>\x1b[31m\u202e"
+	sub := events.String("s1")
+	for _, e := range []events.Event{
+		&events.SubagentStart{ID: "s1", Number: 1, Kind: "K" + evil, Model: events.String(evil), Description: evil},
+		&events.ToolStart{ID: "t1", Parent: sub, Name: evil, Summary: evil},
+		&events.Text{Parent: sub, Text: evil},
+		&events.Usage{Parent: sub, Model: events.String(evil)},
+		&events.SubagentEnd{ID: "s1", Status: evil, Usage: events.NewTotals()},
+	} {
+		events.Stamp(e, "x", time.Now())
+		it, _ := tl.item(e)
+		for _, f := range []string{it.Agent, it.Title, it.Body, it.Detail, it.State} {
+			if strings.ContainsAny(f, "\x1b\u202e") {
+				t.Errorf("%T: %q is not inert", e, f)
+			}
+		}
 	}
 }

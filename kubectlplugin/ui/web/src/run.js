@@ -96,7 +96,7 @@ export function runPage() {
       el('time', { datetime: it.time ? new Date(it.time).toISOString() : '' }, it.time ? formatTime(it.time) : ''),
       el('span', { class: 'agent' }, it.agent),
       el('span', { class: 'kind' }, kindWord(it)),
-      el('span', { class: 'title' }, it.title),
+      it.title ? el('span', { class: 'title' }, it.title) : el('span', { class: 'title' }),
       it.state ? el('span', { class: 'state state-' + it.state }, it.state) : null);
     li.append(head);
     if (it.detail) li.append(el('div', { class: 'ev-detail' }, it.detail));
@@ -235,7 +235,8 @@ function kindWord(it) {
     case 'usage': return 'model call';
     case 'end': return 'end';
     case 'start': return 'start';
-    case 'note': return '';
+    case 'prompt': return 'prompt';
+    case 'text': return 'text';
     default: return '';
   }
 }

@@ -40,7 +40,7 @@ export function spendPage() {
     }
     byId('spend-note').textContent = v.note;
     const series = (by.value === 'runtime' ? v.byRuntime : v.byModel) || [];
-    bars('cost-chart', v.labels || [], series, (s) => s.cost, (x) => '$' + Number(x).toFixed(x < 1 ? 4 : 2), 'Cost (USD) per ' + (v.bucket || 'period'));
+    bars('cost-chart', v.labels || [], series, (s) => s.cost, dollars, 'Cost (USD) per ' + (v.bucket || 'period'));
     bars('tokens-chart', v.labels || [], series, (s) => s.tokens, (x) => compact(x), 'Tokens per ' + (v.bucket || 'period'));
     budgetChart(v.budgets || []);
     budgetTable(v.budgets || []);
@@ -124,6 +124,11 @@ function totals(list, by) {
     body.append(el('tr', {}, el('th', { scope: 'row' }, r.name), el('td', { class: 'num' }, String(r.runs)), el('td', { class: 'num' }, r.tokens), el('td', { class: 'num' }, r.cost)));
   }
   t.append(body);
+}
+
+function dollars(x) {
+  if (x === 0) return '$0';
+  return '$' + Number(x).toFixed(Math.abs(x) < 0.01 ? 4 : 2);
 }
 
 function compact(n) {
