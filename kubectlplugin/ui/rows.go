@@ -57,8 +57,12 @@ type row struct {
 	Stopping bool   `json:"stopping"`
 }
 
-// resultWidth is how much of the result's first line a row shows.
-const resultWidth = 100
+// resultWidth is how much of the result's first line a row shows,
+// modelWidth how much of the model's name.
+const (
+	resultWidth = 100
+	modelWidth  = 48
+)
 
 // newRow is the row of a run.
 func newRow(info *runInfo) row {
@@ -66,7 +70,7 @@ func newRow(info *runInfo) row {
 	st := run.Status
 	r := row{
 		UID: string(run.UID), Namespace: run.Namespace, Name: run.Name,
-		Runtime: inert(string(run.Spec.Runtime)), Model: inert(modelOf(run)),
+		Runtime: inert(string(run.Spec.Runtime)), Model: oneLine(modelOf(run), modelWidth),
 		Phase: string(st.Phase), EndStatus: st.EndStatus, Reason: inert(reasonWord(run)),
 		Created: millis(run.CreationTimestamp.Time), Running: !ended(run), Stopping: stopRequested(run),
 	}

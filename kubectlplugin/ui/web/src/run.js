@@ -147,7 +147,7 @@ export function runPage() {
     const text = endResult !== null && endResult.length > (v.result || '').length ? endResult : v.result;
     byId('result').textContent = text || '';
     byId('result').hidden = !text;
-    setText(byId('result-note'), text === endResult && endResult !== v.result ? 'From the event log\'s end event (the status keeps the first 32 KiB).' : v.resultNote);
+    setText(byId('result-note'), text === endResult && endResult !== v.result ? 'From the event log\'s end event.' : v.resultNote);
   }
 
   let stopShown = null;
