@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -185,6 +186,11 @@ func TestUIRunsList(t *testing.T) {
 	if first != cl.ns+"/e-succeeded" {
 		t.Errorf("sorted by tokens, the first run is %s", first)
 	}
+
+	// By keyboard: Tab to the Name column's button, Enter sorts by name.
+	uitest.Do(t, ctx, "sorting by name with the keyboard", chromedp.Focus(chromedp.CSS(`button.sort[data-key="runtime"]`)),
+		chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)), chromedp.KeyEvent(kb.Enter))
+	uitest.WaitFor(t, ctx, "sorted by name", `document.querySelector('th[aria-sort="ascending"] button[data-key="name"]') !== null && document.activeElement.dataset.key === 'name'`)
 
 	// Live: the running run ends; a new run comes; one is deleted.
 	st := phaseStatus(v1alpha1.PhaseSucceeded, "Finished", 15_000, "0.0300")

@@ -122,10 +122,23 @@ func WaitFor(t testing.TB, ctx context.Context, what, expr string) {
 	}
 }
 
+// unlabelled lists the page's controls a screen reader could not name:
+// form fields without a label, buttons and links without text, canvases
+// without a text alternative.
+const unlabelled = `[...document.querySelectorAll('input, select, textarea, button, a[href], canvas')].filter(e => {
+  if (e.closest('[hidden]')) return false;
+  if (e.matches('input, select, textarea')) return !(e.labels && e.labels.length) && !e.getAttribute('aria-label');
+  if (e.matches('canvas')) return !e.getAttribute('aria-label');
+  return !(e.textContent.trim() || e.getAttribute('aria-label'));
+}).map(e => e.outerHTML.slice(0, 120))`
+
 // Clean fails the test if the page met a CSP violation or a script
-// error.
+// error, or has a control a screen reader cannot name.
 func Clean(t testing.TB, ctx context.Context) {
 	t.Helper()
+	for _, e := range Eval[[]string](t, ctx, unlabelled) {
+		t.Errorf("a control without a label or text: %s", e)
+	}
 	var got struct {
 		CSP    []string `json:"csp"`
 		Errors []string `json:"errors"`
