@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -147,7 +148,7 @@ func summary(run *v1alpha1.AgentRun, now time.Time) string {
 		}
 		return s + "."
 	case st.Phase == v1alpha1.PhaseQueued:
-		if c := findCondition(run, v1alpha1.ConditionRunning); c != nil && c.Message != "" {
+		if c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionRunning); c != nil && c.Message != "" {
 			return "Queued: " + inert(c.Message)
 		}
 		return "Queued: its Job waits to be admitted."
@@ -373,15 +374,6 @@ func gitFacts(g *gitStatus) []fact {
 	d, _ := diffStat(g)
 	add("Change", d)
 	return out
-}
-
-func findCondition(run *v1alpha1.AgentRun, typ string) *struct{ Message string } {
-	for _, c := range run.Status.Conditions {
-		if c.Type == typ {
-			return &struct{ Message string }{c.Message}
-		}
-	}
-	return nil
 }
 
 // ago is how long ago t was, as kubectl's AGE says it.
