@@ -140,6 +140,9 @@ func summary(run *v1alpha1.AgentRun, now time.Time) string {
 		return "Not seen by the controller yet: is the agentrun operator installed in this cluster?"
 	case ended(run):
 		s := "Ended " + orDefault(st.EndStatus, "without an end status")
+		if st.EndStatus == "finished" {
+			s = "Finished"
+		}
 		if r := reasonWord(run); r != "" {
 			s += " (" + inert(r) + ")"
 		}
