@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,11 +66,14 @@ func (cl *cluster) startUI(args ...string) *uiServer {
 	})
 	u, _ := url.Parse(found)
 	s := &uiServer{url: found, base: "http://" + u.Host, token: u.Query().Get("token")}
+	var once sync.Once
 	s.stop = func() {
-		cancel()
-		if r := b.wait(cl.t); r.code != 0 {
-			cl.t.Errorf("kubectl agentrun ui exited %d: %s", r.code, r.stderr)
-		}
+		once.Do(func() {
+			cancel()
+			if r := b.wait(cl.t); r.code != 0 {
+				cl.t.Errorf("kubectl agentrun ui exited %d: %s", r.code, r.stderr)
+			}
+		})
 	}
 	cl.t.Cleanup(s.stop)
 	return s
