@@ -66,8 +66,10 @@ func (s *Row) Add(c v1alpha1.TokenCounts, inProgress bool) {
 	}
 }
 
+// Total is the row's tokens of all four kinds.
 func (s *Row) Total() int64 { return s.Input + s.Output + s.CacheRead + s.CacheWrite }
 
+// Tokens is one usage's tokens of all four kinds.
 func Tokens(c v1alpha1.TokenCounts) int64 {
 	var n int64
 	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
