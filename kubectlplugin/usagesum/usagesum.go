@@ -42,7 +42,7 @@ type Row struct {
 	NoCost int
 }
 
-// add counts one run's (or one model's) usage.
+// Add counts one run's (or one model's) usage.
 func (s *Row) Add(c v1alpha1.TokenCounts, inProgress bool) {
 	s.Runs++
 	if inProgress {
