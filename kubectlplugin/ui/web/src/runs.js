@@ -140,7 +140,9 @@ export function runsPage() {
       case 'name': return el('td', { class: 'name' }, link(runPath(r.namespace, r.name), r.name), r.stopping && r.running ? el('span', { class: 'tag' }, 'stopping') : null);
       case 'phase': return el('td', {}, phaseBadge(r.phase, r.reason));
       case 'endStatus': return el('td', { class: r.endStatus && r.endStatus !== 'finished' ? 'bad' : '' }, r.endStatus || '—');
-      case 'started': return el('td', { class: 'num', title: r.started ? new Date(r.started).toISOString() : '' }, formatTime(r.started || r.created) + (r.started ? '' : ' (created)'));
+      case 'started': return r.started
+        ? el('td', { class: 'num', title: 'started ' + new Date(r.started).toISOString() }, formatTime(r.started))
+        : el('td', { class: 'num muted', title: 'made ' + new Date(r.created).toISOString() + ', not started' }, 'not yet');
       case 'duration': {
         const td = el('td', { class: 'num' }, duration(r) ? formatDuration(duration(r)) : '—');
         if (r.running && r.started) td.dataset.since = String(r.started);
