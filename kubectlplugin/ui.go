@@ -22,6 +22,9 @@ func uiCmd(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args [
 	if fs.NArg() > 0 {
 		return usageError(e, fs, "unexpected argument %q: ui takes only flags", fs.Arg(0))
 	}
+	if _, err := ui.ListenAddress(*address, *port); err != nil {
+		return usageError(e, fs, "%v", err)
+	}
 	k, err := kf.connect(e)
 	if err != nil {
 		return fail(e, fs, err)

@@ -95,15 +95,9 @@ type access struct {
 // start's token, opens the browser when asked, and watches AgentRuns and
 // AgentBudgets with the user's credentials.
 func Run(ctx context.Context, opts Options) error {
-	ip := net.ParseIP(opts.Address)
-	if opts.Address == "localhost" {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	if ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--address %q: use a loopback address (127.0.0.1, ::1): the page acts with your kubeconfig's credentials, and is for you alone", opts.Address)
-	}
-	if opts.Port < 0 || opts.Port > 65535 {
-		return fmt.Errorf("--port %d: use 0 (any free port) to 65535", opts.Port)
+	ip, err := ListenAddress(opts.Address, opts.Port)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)))
 	if err != nil {
@@ -145,6 +139,22 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	return nil
+}
+
+// ListenAddress checks --address and --port: a loopback address only
+// (the page acts with the user's credentials, and is for them alone).
+func ListenAddress(address string, port int) (net.IP, error) {
+	ip := net.ParseIP(address)
+	if address == "localhost" {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	if ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("--address %q: use a loopback address (127.0.0.1, ::1): the page acts with your kubeconfig's credentials, and is for you alone", address)
+	}
+	if port < 0 || port > 65535 {
+		return nil, fmt.Errorf("--port %d: use 0 (any free port) to 65535", port)
+	}
+	return ip, nil
 }
 
 // NewServer makes the server's handler and its watches, not started.
