@@ -374,3 +374,26 @@ func TestTimelineInert(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenBrowser: the URL goes to $BROWSER as one argument.
+func TestOpenBrowser(t *testing.T) {
+	dir := t.TempDir()
+	got := filepath.Join(dir, "got")
+	script := filepath.Join(dir, "browser")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf '%s' \"$*\" > "+got+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", script)
+	url := "http://127.0.0.1:4242/?token=abc"
+	if err := openBrowser(url); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(got); err == nil && string(b) == url {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal("$BROWSER was not given the URL")
+		}
+	}
+}
