@@ -144,7 +144,8 @@ export function runPage() {
   }
 
   function renderResult(v) {
-    const text = endResult !== null && endResult.length > (v.result || '').length ? endResult : v.result;
+    // The end event has the whole result; the status its first 32 KiB.
+    const text = endResult !== null ? endResult : v.result;
     byId('result').textContent = text || '';
     byId('result').hidden = !text;
     setText(byId('result-note'), text === endResult && endResult !== v.result ? 'From the event log\'s end event.' : v.resultNote);
