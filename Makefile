@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
+.PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench bench-ui ui-build demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
 
 all: build
 
@@ -43,6 +43,14 @@ test-clis-latest:
 ## bench: translate+aggregate throughput against a line-split baseline.
 bench:
 	hack/bench.sh
+
+## bench-ui: kubectl agentrun ui's runs list of 1,000 AgentRuns in headless Chromium (first render, server heap).
+bench-ui:
+	hack/bench-ui.sh
+
+## ui-build: kubectl agentrun ui's script (kubectlplugin/ui/assets/app.js) from its pinned npm packages.
+ui-build:
+	hack/ui-build.sh
 
 ## demo-local: the real claude-code CLI against the mock model, through agentrun run.
 demo-local: build setup

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -50,28 +49,11 @@ func (r *AgentRunReconciler) spentBudget(ctx context.Context, run *v1alpha1.Agen
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	for i := range list.Items {
 		b := &list.Items[i]
-		if covers(b, run) && budgetSpent(b, now) {
+		if b.Covers(run) && budgetSpent(b, now) {
 			return b, nil
 		}
 	}
 	return nil, nil
-}
-
-// covers reports whether budget b's selector picks run; a budget without a
-// selector covers its whole namespace, one with a selector that does not
-// parse covers nothing (the API server validates selectors on write).
-func covers(b *v1alpha1.AgentBudget, run *v1alpha1.AgentRun) bool {
-	if b.Namespace != run.Namespace {
-		return false
-	}
-	if b.Spec.Selector == nil {
-		return true
-	}
-	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-	if err != nil {
-		return false
-	}
-	return sel.Matches(labels.Set(run.Labels))
 }
 
 // budgetSpent reads the budget's Exhausted condition, as its controller
@@ -86,15 +68,6 @@ func budgetSpent(b *v1alpha1.AgentBudget, now time.Time) bool {
 	return true
 }
 
-// spentMessage names the budget and says what it spent.
-func spentMessage(b *v1alpha1.AgentBudget) string {
-	msg := "AgentBudget " + b.Name + " is spent"
-	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted); c != nil && c.Message != "" {
-		msg += ": " + c.Message
-	}
-	return msg
-}
-
 // reconcileAdmission holds a run that has no Job yet while a budget
 // covering it is spent: it stays Queued (reason BudgetExhausted), and gets
 // its Job once the budget has room (the budget's change brings it back).
@@ -107,7 +80,7 @@ func (r *AgentRunReconciler) reconcileAdmission(ctx context.Context, s *scope) e
 	if err != nil || b == nil {
 		return err
 	}
-	s.hold = &hold{Reason: v1alpha1.ReasonBudgetExhausted, Message: spentMessage(b) + "; the run waits until the budget has room"}
+	s.hold = &hold{Reason: v1alpha1.ReasonBudgetExhausted, Message: b.SpentMessage() + "; the run waits until the budget has room"}
 	return nil
 }
 
@@ -126,7 +99,7 @@ func (r *AgentRunReconciler) reconcileBudgetStop(ctx context.Context, s *scope) 
 	if err != nil || b == nil {
 		return err
 	}
-	msg := spentMessage(b)
+	msg := b.SpentMessage()
 	if pod.Annotations[AnnotationStopReason] != v1alpha1.ReasonBudgetExceeded {
 		base := pod.DeepCopy()
 		if pod.Annotations == nil {
@@ -240,7 +213,7 @@ func (r *AgentRunReconciler) budgetChanges() (handler.EventHandler, predicate.Pr
 		var out []reconcile.Request
 		for i := range runs.Items {
 			run := &runs.Items[i]
-			if !isTerminal(run.Status) && covers(b, run) {
+			if !isTerminal(run.Status) && b.Covers(run) {
 				out = append(out, reconcile.Request{NamespacedName: runKey(run)})
 			}
 		}

@@ -153,7 +153,7 @@ func (r *BudgetReconciler) runDeleted(ctx context.Context, run *v1alpha1.AgentRu
 	defer r.mu.Unlock()
 	for i := range budgets.Items {
 		b := &budgets.Items[i]
-		if !covers(b, run) {
+		if !b.Covers(run) {
 			continue
 		}
 		key := types.NamespacedName{Namespace: b.Namespace, Name: b.Name}

@@ -291,7 +291,7 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 	// The runs that exist.
 	for i := range runs {
 		run := &runs[i]
-		if !covers(b, run) || !counts(run.Status, w) {
+		if !b.Covers(run) || !counts(run.Status, w) {
 			continue
 		}
 		s := spendOf(run.Status)

@@ -270,19 +270,19 @@ func TestBudgetInvalidTimeZoneFailsClosed(t *testing.T) {
 func TestBudgetSelector(t *testing.T) {
 	b := budget(10, "", v1alpha1.BudgetWindow{Rolling: "1h"})
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Labels: map[string]string{"team": "a"}}}
-	if !covers(b, run) {
+	if !b.Covers(run) {
 		t.Error("a budget without a selector does not cover its namespace")
 	}
 	b.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
-	if covers(b, run) {
+	if b.Covers(run) {
 		t.Error("the selector team=b covers a team=a run")
 	}
 	run.Labels["team"] = "b"
-	if !covers(b, run) {
+	if !b.Covers(run) {
 		t.Error("the selector team=b does not cover a team=b run")
 	}
 	run.Namespace = "other"
-	if covers(b, run) {
+	if b.Covers(run) {
 		t.Error("a budget covers another namespace's run")
 	}
 }

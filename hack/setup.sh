@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
 # Debian packages (tmux, bubblewrap, curl, util-linux, debootstrap, openssl,
-# iproute2; nodejs and npm where npm is missing) and the pinned agent CLIs
-# from npm (cached under .cache/). Safe to run on every test run.
+# iproute2, jq, chromium and chromium-driver; nodejs and npm where npm is
+# missing) and the pinned agent CLIs from npm (cached under .cache/). Safe
+# to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -15,6 +16,8 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap) # the runner i
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)      # the local cluster's certificates
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the local cluster's bridges
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)                # make test-clis-latest's report
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)       # kubectl agentrun ui's browser tests
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 # The local cluster fetches containerd, runc and the CNI plugins with
 # `apt-get download`, which needs package lists.
 if [ "$(id -u)" -eq 0 ] && ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then

@@ -18,6 +18,8 @@ echo "== go vet"
 go vet ./...
 go vet -tags e2e ./test/e2e/
 (cd hack/images && go vet ./...)
+echo "== ui bundle (hack/ui-build.sh check: kubectl agentrun ui's committed script is the build of its pinned sources)"
+hack/ui-build.sh check
 echo "== go test"
 KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/envtest-assets.sh)}"; export KUBEBUILDER_ASSETS  # envtest: kube-apiserver, etcd, kubectl
 go test -count=1 -timeout 30m ./...

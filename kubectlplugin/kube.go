@@ -62,6 +62,7 @@ func (k *kubeFlags) isConnection(name string) bool { return k.fs != nil && k.fs.
 // kube is a verb's connection: the client, the namespace of the request
 // (-n, else the context's, else default) and the log source.
 type kube struct {
+	cfg  *rest.Config
 	c    client.Client
 	ns   string
 	logs LogSource
@@ -89,7 +90,7 @@ func (k *kubeFlags) connect(e *Env) (*kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kube{c: c, ns: ns, logs: logs}, nil
+	return &kube{cfg: cfg, c: c, ns: ns, logs: logs}, nil
 }
 
 // LogSource opens a container's log. The real one reads pods/log through

@@ -88,12 +88,27 @@ type follower struct {
 	k        *kube
 	name     string
 	follow   bool
-	out      *streamOut
+	out      lineSink
 	lastNote string
 }
 
+// lineSink is where a follower puts what it reads: the terminal's
+// renderer (streamOut) for logs and run, the web page for ui.
+type lineSink interface {
+	// line takes one line of the log, its newline included, and reports
+	// whether it was the end event; an error stops the follower.
+	line(b []byte) (end bool, err error)
+	// note tells a person where the follower waits or why it reads again.
+	note(msg string)
+	close()
+}
+
 func newFollower(e *Env, k *kube, name, formatName string, follow bool) *follower {
-	return &follower{e: e, k: k, name: name, follow: follow, out: &streamOut{e: e, format: formatName}}
+	return newFollowerTo(e, k, name, &streamOut{e: e, format: formatName}, follow)
+}
+
+func newFollowerTo(e *Env, k *kube, name string, out lineSink, follow bool) *follower {
+	return &follower{e: e, k: k, name: name, follow: follow, out: out}
 }
 
 // shown says how the log ended.
@@ -145,7 +160,9 @@ func (f *follower) show(ctx context.Context) (shown, error) {
 			// without follow, and the log is complete.
 			streaming := f.follow && state == running
 			sawEnd, n, err := f.read(ctx, pod.Name, seen, streaming, state == terminated)
-			seen += n
+			// Every read starts from the top: n counts the lines seen
+			// before again.
+			seen = max(seen, n)
 			res.sawEnd, res.complete = sawEnd, state == terminated
 			switch {
 			case sawEnd:
@@ -296,7 +313,7 @@ func (f *follower) notef(format string, a ...any) {
 		return
 	}
 	f.lastNote = msg
-	fmt.Fprintln(f.out.stderr(), msg)
+	f.out.note(msg)
 }
 
 // sleep waits d, or returns false when ctx ends first.
@@ -397,6 +414,9 @@ func (s *streamOut) stderr() io.Writer {
 	}
 	return s.e.Stderr
 }
+
+// note writes a follower's note for people.
+func (s *streamOut) note(msg string) { fmt.Fprintln(s.stderr(), msg) }
 
 func (s *streamOut) close() {
 	if s.r != nil {

@@ -194,3 +194,26 @@ func TestLogsForbidden(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestLogsFollowReadsOnOnce: a followed log whose stream ends again and
+// again before the end event (a connection broken each time) is read
+// from its start at each reconnect, and every line is shown once: none
+// twice, none lost, however many reads it takes.
+func TestLogsFollowReadsOnOnce(t *testing.T) {
+	cl := newCluster(t)
+	stream, lines, _ := seedStream(t)
+	run := cl.run("rereads", nil, claude, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, PodName: "rereads-pod"})
+	cl.pod(run, "rereads-pod", runningState)
+	cl.logs.set("rereads-pod", fakeLog{data: []byte(strings.Join(lines[:3], ""))})
+	bg := cl.start("logs", "-f", "rereads", "-n", cl.ns, "--format", "jsonl")
+	waitFor(t, "the first lines", func() bool { return bg.stdout.String() == strings.Join(lines[:3], "") })
+	// Several reads of the same lines, then more come.
+	waitFor(t, "reads again", func() bool { return strings.Count(strings.Join(cl.logs.opened(), " "), "follow=true") >= 4 })
+	cl.logs.set("rereads-pod", fakeLog{data: []byte(strings.Join(lines[:6], ""))})
+	waitFor(t, "the next lines", func() bool { return bg.stdout.String() == strings.Join(lines[:6], "") })
+	waitFor(t, "reads again", func() bool { return strings.Count(strings.Join(cl.logs.opened(), " "), "follow=true") >= 8 })
+	cl.logs.set("rereads-pod", fakeLog{data: []byte(stream)})
+	if r := bg.wait(t); r.code != 0 || r.stdout != stream {
+		t.Errorf("exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)
+	}
+}

@@ -4,6 +4,7 @@
 //	logs NAME [-f]    the events sidecar's stream, rendered (followed to its end)
 //	usage             tokens and cost summed over runs, by namespace, runtime or model
 //	run --runtime R   an AgentRun made from flags, followed like `logs -f`
+//	ui                a web view of runs, live events and spend (kubectlplugin/ui)
 //
 // cmd/kubectl-agentrun is a thin main around Env.Main. The verbs talk to
 // the API server with controller-runtime's client, from kubectl's own
@@ -69,6 +70,7 @@ Usage:
   kubectl agentrun logs NAME [-f] [--format text|rich|jsonl]
   kubectl agentrun usage [-n NS | -A] [-l SELECTOR] [--since DURATION] [--by namespace|runtime|model]
   kubectl agentrun run --runtime RUNTIME [--model M] [-f FILE | PROMPT] [flags]
+  kubectl agentrun ui [-n NS | -A] [--port P] [--address 127.0.0.1] [--no-open] [--trace-url URL]
 
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server, ...)
 work with every verb. Run "kubectl agentrun VERB -h" for the flags of a verb.
@@ -87,6 +89,7 @@ var verbs = map[string]func(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *
 	"logs":  logsCmd,
 	"usage": usageCmd,
 	"run":   runCmd,
+	"ui":    uiCmd,
 }
 
 // Main runs one `kubectl agentrun` command line and returns its exit code.

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 // apiServer starts the shared envtest API server on first use and returns
 // a kubeconfig file for it. Without KUBEBUILDER_ASSETS the test fails, as
 // the controller tests do.
-func apiServer(t *testing.T) string {
+func apiServer(t testing.TB) string {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: these tests need a real kube-apiserver and etcd. " +
@@ -94,14 +94,14 @@ func apiServer(t *testing.T) string {
 
 // cluster is one test's namespace on the shared API server.
 type cluster struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	c    client.Client
 	ns   string
 	logs *fakeLogs
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	apiServer(t)
 	c, err := client.New(envCfg, client.Options{Scheme: scheme})
@@ -154,7 +154,7 @@ func (cl *cluster) startCtx(ctx context.Context, args ...string) *background {
 }
 
 // wait returns the result once the command has exited.
-func (b *background) wait(t *testing.T) result {
+func (b *background) wait(t testing.TB) result {
 	t.Helper()
 	select {
 	case r := <-b.done:
@@ -166,13 +166,13 @@ func (b *background) wait(t *testing.T) result {
 }
 
 // waitStderr waits until the command has written want to stderr.
-func (b *background) waitStderr(t *testing.T, want string) {
+func (b *background) waitStderr(t testing.TB, want string) {
 	t.Helper()
 	waitFor(t, "stderr "+strconv.Quote(want), func() bool { return strings.Contains(b.stderr.String(), want) })
 }
 
 // waitFor polls cond until it holds, for at most 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events/format/text"
+	"github.com/agentrun-dev/agentrun/kubectlplugin/usagesum"
 )
 
 // none is a cell without a value.
@@ -33,15 +34,8 @@ func writeTable(w io.Writer, header []string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// parseCost reads status.usage.costUSD, a decimal string, exactly: sums
-// of many runs' costs stay exact until they are shown.
-func parseCost(s string) (*big.Rat, bool) {
-	if s == "" {
-		return nil, false
-	}
-	r, ok := new(big.Rat).SetString(s)
-	return r, ok
-}
+// parseCost reads a costUSD exactly.
+func parseCost(s string) (*big.Rat, bool) { return usagesum.ParseCost(s) }
 
 // formatCost shows dollars with four decimals, as the text format's end
 // line does ($0.0437), rounded to the nearest, halves away from zero.

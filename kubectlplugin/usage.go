@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/big"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -13,22 +11,24 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/kubectlplugin/usagesum"
 )
 
 // The groupings of usage --by.
 const (
-	byNamespace = "namespace"
-	byRuntime   = "runtime"
-	byModel     = "model"
+	byNamespace = usagesum.ByNamespace
+	byRuntime   = usagesum.ByRuntime
+	byModel     = usagesum.ByModel
 )
 
-// otherModels is the row of the tokens a run's status no longer splits by
-// model (usage.byModelTruncated: only the largest models were kept).
-const otherModels = "(other models)"
+// usageSum is one row of the usage table, usageReport the table.
+type (
+	usageSum    = usagesum.Row
+	usageReport = usagesum.Report
+)
 
-// unknownModel is the model of usage not split by model, the name the
-// event stream and byModel use for usage without a model.
-const unknownModel = "unknown"
+// sumUsage sums the runs' status.usage by namespace, runtime or model.
+func sumUsage(runs []v1alpha1.AgentRun, by string) usageReport { return usagesum.Sum(runs, by) }
 
 // usageCmd prints tokens and cost summed over runs.
 func usageCmd(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args []string) int {
@@ -119,173 +119,13 @@ func endedSince(runs []v1alpha1.AgentRun, cutoff time.Time) []v1alpha1.AgentRun 
 	return out
 }
 
-// usageSum is one row of the usage table.
-type usageSum struct {
-	Key        string
-	Runs       int // runs counted in this row
-	InProgress int // of which still in progress
-	Input      int64
-	Output     int64
-	CacheRead  int64
-	CacheWrite int64
-	// Cost is the sum of the costs reported; nil when none was.
-	Cost *big.Rat
-	// NoCost counts the runs here with tokens but no cost (codex reports
-	// none).
-	NoCost int
-}
-
-// add counts one run's (or one model's) usage.
-func (s *usageSum) add(c v1alpha1.TokenCounts, inProgress bool) {
-	s.Runs++
-	if inProgress {
-		s.InProgress++
-	}
-	for _, f := range []struct {
-		dst *int64
-		v   *int64
-	}{{&s.Input, c.InputTokens}, {&s.Output, c.OutputTokens}, {&s.CacheRead, c.CacheReadTokens}, {&s.CacheWrite, c.CacheWriteTokens}} {
-		if f.v != nil {
-			*f.dst += *f.v
-		}
-	}
-	if cost, ok := parseCost(c.CostUSD); ok {
-		if s.Cost == nil {
-			s.Cost = new(big.Rat)
-		}
-		s.Cost.Add(s.Cost, cost)
-	} else if tokensOf(c) > 0 {
-		s.NoCost++
-	}
-}
-
-func (s *usageSum) total() int64 { return s.Input + s.Output + s.CacheRead + s.CacheWrite }
-
-func tokensOf(c v1alpha1.TokenCounts) int64 {
-	var n int64
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-		}
-	}
-	return n
-}
-
-// usageReport is the usage table: its rows, sorted by key, and the total
-// over runs (each run counted once).
-type usageReport struct {
-	By       string
-	Rows     []usageSum
-	Total    usageSum
-	MultiRun bool // by model: some run counts in more than one row
-}
-
-// sumUsage sums the runs' status.usage by namespace, runtime or model.
-// A run in progress counts with the usage its status has so far. By
-// model, each byModel entry goes to its model's row; a run whose byModel
-// was cut (byModelTruncated) puts what its entries miss of its totals in
-// the "(other models)" row, and a run with usage but no byModel counts as
-// "unknown", so the rows always add up to the total.
-func sumUsage(runs []v1alpha1.AgentRun, by string) usageReport {
-	rep := usageReport{By: by}
-	rows := map[string]*usageSum{}
-	row := func(key string) *usageSum {
-		if rows[key] == nil {
-			rows[key] = &usageSum{Key: key}
-		}
-		return rows[key]
-	}
-	for i := range runs {
-		run := &runs[i]
-		inProgress := !ended(run)
-		var counts v1alpha1.TokenCounts
-		if run.Status.Usage != nil {
-			counts = run.Status.Usage.TokenCounts
-		}
-		rep.Total.add(counts, inProgress)
-		switch by {
-		case byNamespace:
-			row(run.Namespace).add(counts, inProgress)
-		case byRuntime:
-			row(string(run.Spec.Runtime)).add(counts, inProgress)
-		case byModel:
-			rep.MultiRun = addByModel(run.Status.Usage, inProgress, row) || rep.MultiRun
-		}
-	}
-	for _, r := range rows {
-		rep.Rows = append(rep.Rows, *r)
-	}
-	sort.Slice(rep.Rows, func(i, j int) bool {
-		a, b := rep.Rows[i].Key, rep.Rows[j].Key
-		if (a == otherModels) != (b == otherModels) {
-			return b == otherModels
-		}
-		return a < b
-	})
-	return rep
-}
-
-// addByModel adds one run's usage to the model rows; it reports whether
-// the run counted in more than one.
-func addByModel(u *v1alpha1.Usage, inProgress bool, row func(string) *usageSum) bool {
-	if u == nil {
-		return false
-	}
-	if len(u.ByModel) == 0 {
-		if tokensOf(u.TokenCounts) > 0 || u.CostUSD != "" {
-			row(unknownModel).add(u.TokenCounts, inProgress)
-		}
-		return false
-	}
-	var split usageSum
-	for model, c := range u.ByModel {
-		row(model).add(c, inProgress)
-		split.add(c, false)
-	}
-	rows := len(u.ByModel)
-	if u.ByModelTruncated {
-		if rest, ok := remainder(u.TokenCounts, split); ok {
-			row(otherModels).add(rest, inProgress)
-			rows++
-		}
-	}
-	return rows > 1
-}
-
-// remainder is what the run's totals hold beyond the byModel entries
-// summed in split; ok is false when nothing is left.
-func remainder(total v1alpha1.TokenCounts, split usageSum) (v1alpha1.TokenCounts, bool) {
-	var rest v1alpha1.TokenCounts
-	var left bool
-	for _, f := range []struct {
-		dst **int64
-		v   *int64
-		got int64
-	}{{&rest.InputTokens, total.InputTokens, split.Input}, {&rest.OutputTokens, total.OutputTokens, split.Output},
-		{&rest.CacheReadTokens, total.CacheReadTokens, split.CacheRead}, {&rest.CacheWriteTokens, total.CacheWriteTokens, split.CacheWrite}} {
-		if f.v != nil && *f.v > f.got {
-			n := *f.v - f.got
-			*f.dst, left = &n, true
-		}
-	}
-	if cost, ok := parseCost(total.CostUSD); ok {
-		if split.Cost != nil {
-			cost.Sub(cost, split.Cost)
-		}
-		if cost.Sign() > 0 {
-			rest.CostUSD, left = cost.RatString(), true // exact; parseCost reads "a/b" too
-		}
-	}
-	return rest, left
-}
-
 // printUsage writes the usage table, its total and notes on what it
 // counts.
 func printUsage(w io.Writer, rep usageReport) error {
 	header := []string{strings.ToUpper(rep.By), "RUNS", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "TOTAL", "COST"}
 	cells := func(s usageSum) []string {
 		return []string{s.Key, strconv.Itoa(s.Runs), fmtInt(s.Input), fmtInt(s.Output), fmtInt(s.CacheRead),
-			fmtInt(s.CacheWrite), fmtInt(s.total()), formatCost(s.Cost)}
+			fmtInt(s.CacheWrite), fmtInt(s.Total()), formatCost(s.Cost)}
 	}
 	var rows [][]string
 	for _, r := range rep.Rows {
@@ -308,8 +148,8 @@ func printUsage(w io.Writer, rep usageReport) error {
 		notes = append(notes, "A run that used several models counts in the RUNS of each.")
 	}
 	for _, r := range rep.Rows {
-		if r.Key == otherModels {
-			notes = append(notes, otherModels+": tokens of runs whose status keeps only their largest models (usage.byModelTruncated).")
+		if r.Key == usagesum.OtherModels {
+			notes = append(notes, usagesum.OtherModels+": tokens of runs whose status keeps only their largest models (usage.byModelTruncated).")
 		}
 	}
 	for _, n := range notes {

@@ -92,41 +92,6 @@ A run that used several models counts in the RUNS of each.
 	}
 }
 
-// TestSumUsageExact: costs are summed as decimals, not floats: ten runs
-// of $0.1 are $1, and a run's long decimal is kept to the last digit.
-func TestSumUsageExact(t *testing.T) {
-	var runs []v1alpha1.AgentRun
-	for range 10 {
-		runs = append(runs, v1alpha1.AgentRun{Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded,
-			Usage: &v1alpha1.Usage{TokenCounts: v1alpha1.TokenCounts{CostUSD: "0.1"}}}})
-	}
-	runs = append(runs, v1alpha1.AgentRun{Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded,
-		Usage: &v1alpha1.Usage{TokenCounts: v1alpha1.TokenCounts{CostUSD: "0.0015375000000000002"}}}})
-	rep := sumUsage(runs, byNamespace)
-	if got := rep.Total.Cost.FloatString(19); got != "1.0015375000000000002" {
-		t.Errorf("total cost %s", got)
-	}
-	if rep.Total.Runs != 11 || rep.Total.InProgress != 0 || rep.Total.NoCost != 0 {
-		t.Errorf("total %+v", rep.Total)
-	}
-}
-
-// TestSumUsageUnknownModel: usage without a byModel split counts as the
-// model "unknown"; a run without usage counts in the total only.
-func TestSumUsageUnknownModel(t *testing.T) {
-	runs := []v1alpha1.AgentRun{
-		{Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, Usage: &v1alpha1.Usage{TokenCounts: counts(1, 2, 3, 4, "0.01")}}},
-		{Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseFailed}},
-	}
-	rep := sumUsage(runs, byModel)
-	if len(rep.Rows) != 1 || rep.Rows[0].Key != unknownModel || rep.Rows[0].total() != 10 || rep.Rows[0].Runs != 1 {
-		t.Errorf("rows %+v", rep.Rows)
-	}
-	if rep.Total.Runs != 2 || rep.Total.total() != 10 || rep.MultiRun {
-		t.Errorf("total %+v, multi %t", rep.Total, rep.MultiRun)
-	}
-}
-
 func TestParseSince(t *testing.T) {
 	for _, c := range []struct {
 		in   string

@@ -1,6 +1,6 @@
 // Command kubectl-agentrun is the kubectl plugin for AgentRuns: copied
 // onto PATH (or installed with krew, hack/krew/agentrun.yaml) it is
-// `kubectl agentrun get|logs|usage|run`. The verbs are in package kubectlplugin.
+// `kubectl agentrun get|logs|usage|run|ui`. The verbs are in package kubectlplugin.
 package main
 
 import (

@@ -1,0 +1,59 @@
+package v1alpha1
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// The budget rules that the manager applies and that readers of the API
+// (the kubectl plugin's views) show: one home for each.
+
+// Covers reports whether the budget covers run: the same namespace, and
+// the selector (none: every run) matches the run's labels. A selector that
+// does not parse covers no run.
+func (b *AgentBudget) Covers(run *AgentRun) bool {
+	if b.Namespace != run.Namespace {
+		return false
+	}
+	if b.Spec.Selector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+	return err == nil && sel.Matches(labels.Set(run.Labels))
+}
+
+// SpentMessage is the message of a run the budget holds back or stops:
+// "AgentBudget NAME is spent", and the Exhausted condition's message.
+func (b *AgentBudget) SpentMessage() string {
+	msg := spentPrefix + b.Name + spentSuffix
+	if c := meta.FindStatusCondition(b.Status.Conditions, ConditionExhausted); c != nil && c.Message != "" {
+		msg += ": " + c.Message
+	}
+	return msg
+}
+
+const (
+	spentPrefix = "AgentBudget "
+	spentSuffix = " is spent"
+)
+
+// HoldingBudget is the name of the budget that holds a queued run back
+// (its Running condition's reason BudgetExhausted, the message
+// SpentMessage wrote), or "".
+func HoldingBudget(run *AgentRun) string {
+	if run.Status.Phase != PhaseQueued {
+		return ""
+	}
+	c := meta.FindStatusCondition(run.Status.Conditions, ConditionRunning)
+	if c == nil || c.Reason != ReasonBudgetExhausted || !strings.HasPrefix(c.Message, spentPrefix) {
+		return ""
+	}
+	name, _, ok := strings.Cut(strings.TrimPrefix(c.Message, spentPrefix), spentSuffix)
+	if !ok {
+		return ""
+	}
+	return name
+}
