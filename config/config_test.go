@@ -148,7 +148,7 @@ func TestManagerRBACIsLeast(t *testing.T) {
 
 // TestPolicyBuilds: config/policy is the ValidatingAdmissionPolicy, a
 // binding that names it and its AgentRunPolicy, refusing when that is
-// missing, and the strict AgentRunPolicy.
+// missing, and the standard AgentRunPolicy.
 func TestPolicyBuilds(t *testing.T) {
 	have := map[string]map[string]any{}
 	for _, o := range kustomize(t, "policy") {
