@@ -489,6 +489,26 @@ egress:
 				t.Errorf("manager args %v", args)
 			}
 		}},
+		{"sandbox profiles in a namespace of their own", []string{"--set", "sandboxProfiles.namespace=agentrun-node-profiles"}, func(t *testing.T, r rendered) {
+			ns := r.get(t, "Namespace", "agentrun-node-profiles")
+			if field(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") != "privileged" {
+				t.Errorf("namespace labels %v", field(ns, "metadata", "labels"))
+			}
+			r.get(t, "DaemonSet", "agentrun-node-profiles/ar-node-profiles")
+			if got := r.all("DaemonSet"); !slices.Equal(got, []string{"agentrun-node-profiles/ar-node-profiles"}) {
+				t.Errorf("DaemonSets %v", got)
+			}
+		}},
+		{"sandbox profiles in an existing namespace", []string{"--set", "sandboxProfiles.namespace=profiles", "--set", "sandboxProfiles.createNamespace=false",
+			"--set", "sandboxProfiles.installer=security-profiles-operator"}, func(t *testing.T, r rendered) {
+			if got := r.all("Namespace"); len(got) > 0 {
+				t.Errorf("namespaces %v with createNamespace=false", got)
+			}
+			r.get(t, "SeccompProfile", "profiles/agentrun-bwrap")
+			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-seccomp-profile=localhost/operator/profiles/agentrun-bwrap.json") {
+				t.Errorf("manager args %v: the operator's path names the profile's namespace", args)
+			}
+		}},
 		{"sandbox profiles: no guard", []string{"--set", "sandboxProfiles.guard=false"}, func(t *testing.T, r rendered) {
 			if got := r.all("ValidatingAdmissionPolicy"); slices.Contains(got, "ar-sandbox-profiles") {
 				t.Errorf("policies %v with the guard off", got)

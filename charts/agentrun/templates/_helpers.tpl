@@ -88,13 +88,18 @@ it: cpu=250m,memory=512Mi (sorted by name, as range gives them).
 {{- end -}}
 {{- join "," $items -}}
 {{- end }}
+{{- /* The namespace of the node profiles' installer (sandboxProfiles.namespace). */ -}}
+{{- define "agentrun.profilesNamespace" -}}
+{{- .Values.sandboxProfiles.namespace | default .Release.Namespace -}}
+{{- end -}}
+
 {{- /* The agent containers' seccomp profile with the sandbox (--sandbox-seccomp-profile). */ -}}
 {{- define "agentrun.sandboxSeccomp" -}}
 {{- $p := .Values.sandboxProfiles -}}
 {{- if $p.seccompProfile -}}
 {{- $p.seccompProfile -}}
 {{- else if eq $p.installer "security-profiles-operator" -}}
-{{- printf "localhost/operator/%s/agentrun-bwrap.json" .Release.Namespace -}}
+{{- printf "localhost/operator/%s/agentrun-bwrap.json" (include "agentrun.profilesNamespace" .) -}}
 {{- else -}}
 localhost/agentrun/bwrap.json
 {{- end -}}
