@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
 # Debian packages (tmux, bubblewrap, curl, util-linux, debootstrap, openssl,
-# iproute2; nodejs and npm where npm is missing) and the pinned agent CLIs
+# iproute2, gcc; nodejs and npm where npm is missing) and the pinned agent CLIs
 # from npm (cached under .cache/). Safe to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +14,7 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux) # non-root sandbox 
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap) # the runner image's rootfs
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)      # the local cluster's certificates
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the local cluster's bridges
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)              # the sandbox's LD_PRELOAD attack builds a library
 # The local cluster fetches containerd, runc and the CNI plugins with
 # `apt-get download`, which needs package lists.
 if [ "$(id -u)" -eq 0 ] && ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestArgs(t *testing.T) {
@@ -329,5 +331,35 @@ func TestAdvice(t *testing.T) {
 		if tc.stderr != "" && !strings.Contains(got, tc.stderr) {
 			t.Errorf("Advice(%q) drops bubblewrap's own words: %q", tc.stderr, got)
 		}
+	}
+}
+
+// TestPlaceholderMarkOnSomeoneElsesFile: the mark lets the last run remove
+// a placeholder another run made, never a file that merely carries it: one
+// writable by others (anyone may mark it) or not private stays.
+func TestPlaceholderMarkOnSomeoneElsesFile(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	shared := filepath.Join(base, ".netrc")
+	if err := os.WriteFile(shared, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(shared, 0o666)
+	if err := unix.Setxattr(shared, placeholderMark, []byte("1"), 0); err != nil {
+		t.Skipf("no user attributes on %s: %v", base, err)
+	}
+	_, ps, err := prepareDeny([]string{shared}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.made) != 0 {
+		t.Errorf("a marked file open to all was adopted as a placeholder")
+	}
+	ps.close()
+	if _, err := os.Stat(shared); err != nil {
+		t.Errorf("the marked file was removed: %v", err)
 	}
 }

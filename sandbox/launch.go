@@ -51,7 +51,9 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 	}
 	// bubblewrap starts outside the workspace: a root caller's may not
 	// enter it, and the path may lead elsewhere by now; the init enters it.
-	p = &Prepared{Env: env, Dir: "/"}
+	// bubblewrap and the init start outside the agent's reach: no
+	// variable the dynamic loader acts on reaches them (loaderenv.go).
+	p = &Prepared{Env: holdLoaderEnv(env), Dir: "/"}
 	defer func() {
 		if err != nil {
 			p.Close()

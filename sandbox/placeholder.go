@@ -206,9 +206,11 @@ func (ps *placeholders) hold(real string) (bool, error) {
 }
 
 // adopt makes the locked deny path f (at real, of identity id) one this
-// run may remove at its end, when it is a marked placeholder reached the
-// way one is made: its directory walked to without following links other
-// users chose. It returns nil otherwise.
+// run may remove at its end, when it is a marked placeholder as one is
+// made: private (0600, 0700) and owned by its directory's owner, so that
+// only that owner (or root) could have marked it (user attributes need
+// write permission), in a directory walked to without following links
+// other users chose. It returns nil otherwise.
 func adopt(f *os.File, real string, id fileID, isFile bool) *madePlaceholder {
 	if _, err := unix.Fgetxattr(int(f.Fd()), placeholderMark, make([]byte, 8)); err != nil {
 		return nil
@@ -217,8 +219,13 @@ func adopt(f *os.File, real string, id fileID, isFile bool) *madePlaceholder {
 	if err != nil {
 		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || (fileID{st.Dev, st.Ino}) != id {
+	var st, dst unix.Stat_t
+	private := uint32(0o700)
+	if isFile {
+		private = 0o600
+	}
+	if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || (fileID{st.Dev, st.Ino}) != id ||
+		st.Mode&0o7777 != private || unix.Fstat(int(dir.Fd()), &dst) != nil || st.Uid != dst.Uid {
 		dir.Close()
 		return nil
 	}
