@@ -2,13 +2,17 @@ package charts
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -166,6 +170,26 @@ func TestDefaultPolicyRefusesEveryPodField(t *testing.T) {
 		}
 	}
 	t.Run("default", func(t *testing.T) { check(t, "default", func(tc podFieldCase) string { return tc.refused }) })
+	t.Run("the samples pass the default policy", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(root(t), "config", "samples", "agentrun_*.yaml"))
+		if len(files) == 0 {
+			t.Fatal("no samples")
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(b, &run.Object); err != nil {
+				t.Fatal(err)
+			}
+			run.SetNamespace("team")
+			if err := tryCreate(ctx, k, run); err != nil {
+				t.Errorf("%s: %v", filepath.Base(f), err)
+			}
+		}
+	})
 
 	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--set-json", loosePolicy)
 	waitFor(t, "the loosened policy is in force", 30*time.Second, func() string {
