@@ -11,10 +11,10 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)        # the rich format's t
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap) # the sandbox
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)        # the sandbox's network tests
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux) # non-root sandbox tests
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)              # the sandbox's LD_PRELOAD attack builds a library
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap) # the runner image's rootfs
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)      # the local cluster's certificates
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the local cluster's bridges
-command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)              # the sandbox's LD_PRELOAD attack builds a library
 # The local cluster fetches containerd, runc and the CNI plugins with
 # `apt-get download`, which needs package lists.
 if [ "$(id -u)" -eq 0 ] && ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then
