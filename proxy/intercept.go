@@ -41,6 +41,12 @@ type Interceptor interface {
 	Response(host string, port int, r *http.Request, resp *http.Response) *Refusal
 	// Roots verify the upstream's certificate (nil: the system's roots).
 	Roots() *x509.CertPool
+	// RedactText takes what must not reach the client out of text the
+	// proxy itself writes about the request r to host:port (its error
+	// when the upstream's answer cannot be read, which quotes that
+	// answer; a refusal's detail): the same secrets as Response takes
+	// out of answers.
+	RedactText(host string, port int, r *http.Request, text string) string
 }
 
 // Refusal is an interceptor's refusal of a request or of its answer. It is
@@ -245,9 +251,10 @@ func (s *Server) refusePlain(w http.ResponseWriter, host string, port int) {
 		", or, if it speaks only plain HTTP, declare it as http://"+a+" in --credential", http.StatusForbidden)
 }
 
-// refuseIntercepted answers an interceptor's refusal, def its status
-// unless it names one, and reports it unless it is quiet.
-func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int, ref *Refusal, def int) {
+// refuseIntercepted answers an interceptor's refusal of r, def its status
+// unless it names one, and reports it unless it is quiet. The detail is
+// redacted like every text the proxy writes about an intercepted request.
+func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int, r *http.Request, ref *Refusal, def int) {
 	if !ref.Quiet {
 		s.report(Access{Host: host, Port: port, Reason: ref.Reason})
 	}
@@ -256,5 +263,48 @@ func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int,
 		status = def
 	}
 	w.Header().Set(ReasonHeader, ref.Reason)
-	http.Error(w, "agentrun proxy: "+ref.Detail, status)
+	http.Error(w, s.Intercept.RedactText(host, port, r, "agentrun proxy: "+ref.Detail), status)
+}
+
+// upstreamFailure is the proxy's answer text when the upstream of an
+// intercepted request to authority could not be reached or its answer
+// not read (err, from the transport). A failed certificate check is told
+// in the proxy's own words: the upstream's certificate names and
+// authority are the upstream's text, chosen before any answer. Every
+// other error is the transport's own text (it quotes a line it could not
+// parse), which the caller redacts.
+func upstreamFailure(authority string, err error) string {
+	var (
+		host    x509.HostnameError
+		unknown x509.UnknownAuthorityError
+		invalid x509.CertificateInvalidError
+		verify  *tls.CertificateVerificationError
+	)
+	tlsFailed := "agentrun proxy: the TLS certificate of " + authority + " "
+	switch {
+	case errors.As(err, &host):
+		return tlsFailed + "is not valid for " + authority + " (x509: wrong name)"
+	case errors.As(err, &unknown):
+		return tlsFailed + "is signed by an authority the proxy does not trust (x509: unknown authority; --upstream-ca names more)"
+	case errors.As(err, &invalid):
+		return tlsFailed + "is not valid (x509: " + certificateProblem(invalid.Reason) + ")"
+	case errors.As(err, &verify):
+		return tlsFailed + "could not be verified"
+	}
+	return "agentrun proxy: the answer of " + authority + " could not be read: " + err.Error()
+}
+
+// certificateProblem names an x509 invalid reason in fixed words.
+func certificateProblem(r x509.InvalidReason) string {
+	switch r {
+	case x509.Expired:
+		return "expired or not yet valid"
+	case x509.NotAuthorizedToSign:
+		return "signed by a certificate that is no authority"
+	case x509.CANotAuthorizedForThisName:
+		return "signed by an authority not allowed this name"
+	case x509.IncompatibleUsage:
+		return "not for server authentication"
+	}
+	return "invalid"
 }

@@ -28,6 +28,9 @@ type creds struct {
 	userCAs   []byte         // CA files the user named with --env, merged into ours
 	intercept *credentials.Interceptor
 	env       []string // NAME=stand-in and the CA variables
+	// releaseLogs ends the redaction of the real values in the process's
+	// log (see build).
+	releaseLogs func()
 }
 
 // caVars are the variables through which the CLIs (and the agent's tools)
@@ -218,6 +221,10 @@ func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
 		return err
 	}
 	c.intercept = &credentials.Interceptor{Set: c.set, Authority: ca, Meter: m, RootCAs: c.roots, RefuseUnmetered: maxTokens > 0}
+	// Go's HTTP stack logs what an upstream sent on an idle connection,
+	// quoted, to the process's log (the runner's stderr): while the run
+	// lasts, every log line shows stand-ins in place of real values.
+	c.releaseLogs = c.set.RedactLogs()
 	extra := append(append([]byte{}, ca.CertPEM()...), c.userCAs...)
 	bundle := append([]byte{}, c.userCAs...)
 	for _, p := range systemBundles {
@@ -243,6 +250,15 @@ func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
 		c.env = append(c.env, v+"="+f)
 	}
 	return nil
+}
+
+// close ends what build started that outlives nothing of the run: the
+// log's redaction.
+func (c *creds) close() {
+	if c != nil && c.releaseLogs != nil {
+		c.releaseLogs()
+		c.releaseLogs = nil
+	}
 }
 
 // pairs are c's variables for the agent's environment, after the user's.

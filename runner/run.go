@@ -165,6 +165,7 @@ func (r *run) build() *events.End {
 	}
 	if c := r.p.creds; c != nil {
 		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
+		closers = append(closers, c.close)
 		if err := c.build(stateDir, r.meter, o.MaxTokens); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}

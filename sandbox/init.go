@@ -160,7 +160,9 @@ func RunInit(o InitOptions, argv []string) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
-	child, err := os.StartProcess(path, argv, &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+	// The loader variables the runner held back from bubblewrap and this
+	// init (loaderenv.go) are the agent's again.
+	child, err := os.StartProcess(path, argv, &os.ProcAttr{Env: agentEnv(os.Environ()), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
 	if err != nil {
 		return 0, fmt.Errorf("sandbox-init: %w", err)
 	}

@@ -436,7 +436,13 @@ type PodOverrides struct {
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// ServiceAccountName runs the Pod as this account (for image pull
-	// secrets or admission policies); its token is never mounted.
+	// secrets or admission policies). The Pod sets
+	// automountServiceAccountToken: false, so Kubernetes mounts no token
+	// of the account; a mutating webhook keyed on the account (EKS IRSA,
+	// Azure workload identity) may still project a cloud token into the
+	// Pod, which the runner's container can read and the sandbox hides
+	// from the agent (/var/run/secrets). The AgentRunPolicy's
+	// allowedServiceAccounts decides which accounts runs may name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
