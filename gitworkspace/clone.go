@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 // Checkout is a repository cloned for one run: the workspace the agent
@@ -32,6 +34,11 @@ type Checkout struct {
 	// Branch is the workspace's local branch ("" for a detached HEAD at a
 	// tag or a commit id).
 	Branch string
+}
+
+// Dest is the repository's host:port (the proxy's fetch scope claims it).
+func (c *Checkout) Dest() credentials.Dest {
+	return credentials.Dest{Host: c.remote.host, Port: c.remote.port, Plain: c.remote.url.Scheme == "http"}
 }
 
 // Remote is the repository URL.
@@ -103,6 +110,12 @@ func Clone(ctx context.Context, s Spec, workspace string) (_ *Checkout, err erro
 		return nil, err
 	}
 	c.git = &hostGit{home: home, caFile: s.CAFile}
+	if ip, ok := s.Resolve[r.host]; ok {
+		if strings.Contains(ip, ":") {
+			ip = "[" + ip + "]"
+		}
+		c.git.resolve = []string{fmt.Sprintf("%s:%d:%s", r.host, r.port, ip)}
+	}
 	if _, err := c.git.run(ctx, "init", "-q", "--bare", c.repo); err != nil {
 		return nil, err
 	}

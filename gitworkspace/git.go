@@ -36,6 +36,8 @@ type hostGit struct {
 	// caFile verifies the remote's TLS certificate instead of the
 	// system's roots.
 	caFile string
+	// resolve are http.curloptResolve entries (HOST:PORT:ADDRESS).
+	resolve []string
 }
 
 // Defaults of one git command.
@@ -113,6 +115,9 @@ func (g *hostGit) runInput(ctx context.Context, stdin []byte, args ...string) ([
 	}
 	if g.caFile != "" {
 		argv = append(argv, "-c", "http.sslCAInfo="+g.caFile)
+	}
+	for _, r := range g.resolve {
+		argv = append(argv, "-c", "http.curloptResolve="+r)
 	}
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, "git", argv...)

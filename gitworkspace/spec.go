@@ -58,6 +58,9 @@ type Spec struct {
 	// PlainHTTP allows an http:// repository: the token then travels
 	// unencrypted.
 	PlainHTTP bool
+	// Resolve maps host names to addresses for agentrun's own git, as
+	// --add-host does for the proxy (git's http.curloptResolve).
+	Resolve map[string]string
 	// CAFile verifies the repository's TLS certificate instead of the
 	// system's roots (a forge behind a company CA; --upstream-ca).
 	CAFile string
