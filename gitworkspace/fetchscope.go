@@ -99,7 +99,9 @@ func (f *FetchScope) PlainHTTP(host string, port int) bool {
 }
 
 // Certificate is the run authority's certificate for host.
-func (f *FetchScope) Certificate(host string) (*tls.Certificate, error) { return f.authority.Leaf(host) }
+func (f *FetchScope) Certificate(host string) (*tls.Certificate, error) {
+	return f.authority.Leaf(host)
+}
 
 // Roots verify the forge.
 func (f *FetchScope) Roots() *x509.CertPool { return f.roots }
