@@ -59,6 +59,9 @@ type Options struct {
 	// MeterFile receives the meter's count after every metered call (a
 	// Pod's events sidecar serves it as live progress; package progress).
 	MeterFile string
+	// TraceID is the run's OpenTelemetry trace id when it exports
+	// telemetry (start.trace_id and the end summary); "" without.
+	TraceID string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code

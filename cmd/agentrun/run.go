@@ -27,7 +27,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 func runCmd(args []string, stdout, stderr *os.File) int {
 	started := time.Now()
 	var o runner.Options
-	var formatName, eventsPath string
+	var formatName, eventsPath, otlpEndpoint, traceID string
 	var timeout int
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -51,6 +51,8 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
 	fs.Var((*multi)(&o.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
 	fs.StringVar(&o.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
+	fs.StringVar(&otlpEndpoint, "otlp-endpoint", "", "export the run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
+	fs.StringVar(&traceID, "trace-id", "", "with telemetry: the new trace's id, 32 hex digits (the controller's; TRACEPARENT wins)")
 	sandboxFlags(fs, &o.SandboxOptions)
 	help := fs.Bool("h", false, "show this help")
 
@@ -79,6 +81,14 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 			out = format.Tee{out, format.NewJSONL(f)}
 		}
 	}
+	// The run's telemetry is a consumer of the stream like the formats;
+	// it closes last, after the end is written, within its own deadline.
+	if rec, err := startTelemetry(otlpEndpoint, traceID, stderr); err != nil && ferr == nil {
+		ferr = err
+	} else if rec != nil {
+		out = format.Tee{out, rec}
+		o.TraceID = rec.TraceID()
+	}
 	defer out.Close()
 	reject := func(detail string) int {
 		agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
@@ -86,7 +96,9 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 		if o.SummaryPath != "" {
 			// Every exit path leaves the summary a Pod's controller reads
 			// (as far as the flags were parsed before the bad one).
-			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, podcontract.FromEnd(end, agg.Counters()))
+			s := podcontract.FromEnd(end, agg.Counters())
+			s.TraceID = o.TraceID
+			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, s)
 		}
 		return exitCodes[events.StatusRejected]
 	}

@@ -59,12 +59,15 @@ type Point struct {
 }
 
 // ReadCollectorFile reads the file exporter's output (one OTLP/JSON export
-// request per line) and returns its spans and metrics.
+// request per line, a line being written left out) and returns its spans
+// and metrics.
 func ReadCollectorFile(path string) ([]Span, []Metric, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The collector may be writing the last line: read complete lines only.
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	var spans []Span
 	var metrics []Metric
 	sc := bufio.NewScanner(bytes.NewReader(b))
