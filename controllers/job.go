@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 // Labels, annotations and the finalizer the controller puts on the Job and
@@ -109,6 +110,9 @@ type JobConfig struct {
 	// runner.resources), so that a queue such as Kueue counts the run
 	// against its quota.
 	AgentResources corev1.ResourceRequirements
+	// Telemetry exports every run as an OpenTelemetry trace and metrics
+	// (the chart's telemetry.otlp values); nil exports nothing.
+	Telemetry *Telemetry
 }
 
 // JobName is the AgentRun's Job: its own name when that is a valid Job name
@@ -157,6 +161,11 @@ func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
 		}
 	}
 	annotations[AnnotationRun] = run.Name
+	// Only the manager names a run's trace (computeStatus reads it).
+	delete(annotations, AnnotationTraceID)
+	if _, id := runTrace(run, cfg.Telemetry); id != "" {
+		annotations[AnnotationTraceID] = id
+	}
 	timeout := timeoutOf(spec)
 	deadline := int64((timeout + deadlineMargin) / time.Second)
 	_, queued := labels[KueueQueueLabel]
@@ -224,7 +233,14 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	}
 
 	volumes, agentMounts := volumes(spec)
-	env := append([]corev1.EnvVar{}, spec.Env...)
+	// spec.env's telemetry variables (which the CRD refuses) would
+	// configure the runner's own exporter: they are left out.
+	env := []corev1.EnvVar{}
+	for _, e := range spec.Env {
+		if !telemetry.IsTelemetryVar(e.Name) {
+			env = append(env, e)
+		}
+	}
 	// A credential's Secret reaches the runner's own environment only:
 	// the sandbox gets a stand-in (--credential), never --pass-env.
 	for _, c := range spec.Credentials {
@@ -235,12 +251,15 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		env = append(env, corev1.EnvVar{Name: promptEnv, ValueFrom: src})
 	}
 
+	// After spec.env, so that these win (the CRD refuses them there).
+	env = append(env, telemetryEnv(run, cfg.Telemetry)...)
+
 	agent := corev1.Container{
 		Name:                     AgentContainer,
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
-		Args:                     AgentArgs(spec),
+		Args:                     append(AgentArgs(spec), traceArgs(run, cfg.Telemetry)...),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
 		WorkingDir:               WorkspaceDir,
@@ -514,6 +533,9 @@ func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
 	// spec.envFrom) that it passes on. Names only: values never appear
 	// in the arguments.
 	for _, e := range spec.Env {
+		if telemetry.IsTelemetryVar(e.Name) {
+			continue // never the agent's (the CRD refuses them, the runner too)
+		}
 		a = append(a, "--pass-env", literal(e.Name))
 	}
 	for _, e := range spec.EnvFrom {
