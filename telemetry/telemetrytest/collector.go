@@ -28,8 +28,17 @@ type Collector struct {
 // a failure, not a skip.
 func CollectorBinary(t testing.TB) string {
 	t.Helper()
+	bin, err := BuildCollector()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// BuildCollector is CollectorBinary outside a test.
+func BuildCollector() (string, error) {
 	if p := os.Getenv("AGENTRUN_OTELCOL"); p != "" {
-		return p
+		return p, nil
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -37,17 +46,34 @@ func CollectorBinary(t testing.TB) string {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("hack/otel-collector.sh: %v", err)
+		return "", fmt.Errorf("hack/otel-collector.sh: %w", err)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // StartCollector starts a collector for the test and stops it at the end.
 func StartCollector(t testing.TB) *Collector {
 	t.Helper()
-	bin := CollectorBinary(t)
-	dir := t.TempDir()
-	c := &Collector{GRPC: freePort(t), HTTP: freePort(t), File: filepath.Join(dir, "otlp.jsonl"), log: &bytes.Buffer{}}
+	c, err := Launch(CollectorBinary(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Launch starts the collector bin with its configuration and output in
+// dir, listening on free ports of 127.0.0.1, and waits until it listens.
+func Launch(bin, dir string) (*Collector, error) {
+	grpc, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	http, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	c := &Collector{GRPC: grpc, HTTP: http, File: filepath.Join(dir, "otlp.jsonl"), log: &bytes.Buffer{}}
 	conf := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -75,20 +101,20 @@ service:
 `, c.GRPC, c.HTTP, c.File)
 	path := filepath.Join(dir, "collector.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.cmd = exec.Command(bin, "--config", path)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(c.Stop)
 	for _, addr := range []string{c.GRPC, c.HTTP} {
 		if err := waitListening(addr, 30*time.Second); err != nil {
-			t.Fatalf("the collector does not listen on %s: %v\n%s", addr, err, c.log)
+			c.Stop()
+			return nil, fmt.Errorf("the collector does not listen on %s: %v\n%s", addr, err, c.log)
 		}
 	}
-	return c
+	return c, nil
 }
 
 // Stop ends the collector (its file is kept).
@@ -152,12 +178,21 @@ func (c *Collector) Log() string { return c.log.String() }
 
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// freeAddr is a 127.0.0.1 port nothing listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 func waitListening(addr string, d time.Duration) error {
@@ -186,9 +221,19 @@ type BlackHole struct {
 // StartBlackHole listens until the test ends.
 func StartBlackHole(t testing.TB) *BlackHole {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	b, err := NewBlackHole()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// NewBlackHole listens until Close.
+func NewBlackHole() (*BlackHole, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	b := &BlackHole{l: l}
 	go func() {
@@ -202,15 +247,17 @@ func StartBlackHole(t testing.TB) *BlackHole {
 			b.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() {
-		l.Close()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, c := range b.conns {
-			c.Close()
-		}
-	})
-	return b
+	return b, nil
+}
+
+// Close stops listening and drops the connections held.
+func (b *BlackHole) Close() {
+	b.l.Close()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conns {
+		c.Close()
+	}
 }
 
 // Accepted is how many connections the black hole took.

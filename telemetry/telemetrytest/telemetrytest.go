@@ -492,3 +492,50 @@ func Contains(spans []Span, text string) bool {
 	}
 	return false
 }
+
+// Tree draws the spans as an indented tree, children in start order, each
+// with its duration and its tokens (for logs and docs/telemetry.md).
+func Tree(spans []Span) string {
+	children := map[string][]Span{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	var roots []Span
+	for _, s := range spans {
+		if ids[s.ParentID] {
+			children[s.ParentID] = append(children[s.ParentID], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	var b strings.Builder
+	var draw func(s Span, depth int)
+	draw = func(s Span, depth int) {
+		fmt.Fprintf(&b, "%s%s  %v", strings.Repeat("  ", depth), s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+		for _, k := range []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {
+			if v, ok := s.Int(k); ok {
+				fmt.Fprintf(&b, "  %s=%d", strings.TrimPrefix(k, "gen_ai.usage."), v)
+			}
+		}
+		if v, ok := s.Attrs["agentrun.usage.cost_usd"].(float64); ok {
+			fmt.Fprintf(&b, "  cost_usd=%.4f", v)
+		}
+		if v := s.Str("agentrun.tool.summary"); v != "" {
+			fmt.Fprintf(&b, "  %q", v)
+		}
+		if s.Attrs["agentrun.usage.unattributed"] == true {
+			b.WriteString("  (unattributed)")
+		}
+		b.WriteByte('\n')
+		cs := children[s.SpanID]
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].Start.Before(cs[j].Start) })
+		for _, c := range cs {
+			draw(c, depth+1)
+		}
+	}
+	for _, r := range roots {
+		draw(r, 0)
+	}
+	return b.String()
+}

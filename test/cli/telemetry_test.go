@@ -91,6 +91,7 @@ func TestTelemetryClaudeCode(t *testing.T) {
 		t.Error(err)
 	}
 	spans := checkTrace(t, col, r, callerTraceID, prompt)
+	t.Logf("the run's trace:\n%s", telemetrytest.Tree(spans))
 	var subagents, tools, chats int
 	for _, s := range spans {
 		switch {
