@@ -52,6 +52,8 @@ type Recorder struct {
 	traceID string
 	target  string
 
+	mu     sync.Mutex // orders Event and Close
+	closed bool
 	events chan events.Event
 	built  chan struct{}
 	b      *builder
@@ -209,12 +211,11 @@ func (r *Recorder) Note(string) error { return nil }
 
 // Event hands e to the span builder. It never waits for the collector.
 func (r *Recorder) Event(e events.Event) error {
-	select {
-	case <-r.built:
-		return nil // closed
-	default:
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.events <- e
 	}
-	r.events <- e
 	return nil
 }
 
@@ -234,7 +235,10 @@ var ErrFlushTimeout = errors.New("telemetry: the final export did not finish in 
 // warning line. It returns that error (the run goes on as it was).
 func (r *Recorder) Close() error {
 	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
 		close(r.events)
+		r.mu.Unlock()
 		<-r.built
 		ctx, cancel := r.deadline(orDur(r.cfg.FlushTimeout, FlushTimeout))
 		defer cancel()
@@ -252,7 +256,7 @@ func (r *Recorder) Close() error {
 			// guards against one that does not.
 		}
 		timedOut := ctx.Err() != nil
-		made, sent := int64(r.b.spans), r.spans.sent.Load()
+		made, sent := r.b.sampledSpans(), r.spans.sent.Load()
 		exportErr := errors.Join(r.spans.firstErr(), r.metric.firstErr())
 		switch {
 		case timedOut:

@@ -175,3 +175,17 @@ func TestEnvironment(t *testing.T) {
 		t.Error("IsTelemetryVar too wide")
 	}
 }
+
+// TestUnsampledCaller: a caller that did not sample its trace (flags 00)
+// gets no spans of the run either, and that is no failure.
+func TestUnsampledCaller(t *testing.T) {
+	col := telemetrytest.StartCollector(t)
+	const id = "2af7651916cd43dd8448eb211c80319e"
+	r, warns, err := record(t, Config{Endpoint: col.HTTPURL(), Enabled: true, TraceParent: "00-" + id + "-b7ad6b7169203331-00"}, exampleStream(t), nil)
+	if err != nil || len(warns) != 0 || r.TraceID() != id {
+		t.Fatalf("close %v, warnings %q, trace %s", err, warns, r.TraceID())
+	}
+	if spans, _ := col.WaitSpans(t, id, 2*time.Second); len(spans) != 0 {
+		t.Errorf("%d spans of an unsampled trace exported", len(spans))
+	}
+}

@@ -166,6 +166,15 @@ func (b *builder) openRoot(t time.Time, attrs ...attribute.KeyValue) {
 	b.main = &agent{ctx: ctx, model: b.model, waited: t}
 }
 
+// sampledSpans is how many spans the run exports: none when the caller's
+// trace is not sampled (TRACEPARENT's flags 00).
+func (b *builder) sampledSpans() int64 {
+	if b.root == nil || !b.root.SpanContext().IsSampled() {
+		return 0
+	}
+	return int64(b.spans)
+}
+
 // agentOf is the agent a parent field names: the main agent for null, and
 // for a subagent without a span (over the cap) too.
 func (b *builder) agentOf(parent *string) *agent {
