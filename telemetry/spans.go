@@ -53,7 +53,8 @@ type agent struct {
 	parent *agent
 	model  string
 	// waited is when the agent last got something back (a model call's
-	// usage, a tool's result, a subagent's end): the event stream has no
+	// usage, a tool's result, a subagent's end) or, for a subagent, its
+	// start: the event stream has no
 	// event for a model call's start, so its chat span starts there.
 	waited time.Time
 	ended  bool
@@ -311,8 +312,9 @@ func wholeInput(c events.TokenCounts) *int64 {
 }
 
 func (b *builder) subagentStart(e *events.SubagentStart, t time.Time) {
+	// Like a tool_start, a subagent's start is an output of its parent's
+	// model call: the parent's next call waits for its end.
 	p := b.agentOf(e.Parent)
-	p.waited = t
 	model := ""
 	if e.Model != nil {
 		model = *e.Model
