@@ -269,7 +269,11 @@ func (r *Recorder) Close() error {
 			if !timedOut && exportErr != nil {
 				why = oneLine(exportErr.Error())
 			}
-			r.warn(fmt.Sprintf("telemetry: %d of %d spans and the run's metrics were not sent to %s (%s); dropped", made-min(sent, made), made, r.target, why))
+			what := "the run's metrics were"
+			if lost := made - min(sent, made); lost > 0 || timedOut {
+				what = fmt.Sprintf("%d of %d spans and the run's metrics were", lost, made)
+			}
+			r.warn(fmt.Sprintf("telemetry: %s not sent to %s (%s); dropped", what, r.target, why))
 		}
 	})
 	return r.closeErr
