@@ -106,6 +106,10 @@ func (b *builder) event(e events.Event) {
 	}
 	switch e := e.(type) {
 	case *events.Prompt:
+		// The main agent's first model call follows its prompt.
+		if b.main.waited.Before(t) {
+			b.main.waited = t
+		}
 		if b.content {
 			b.root.SetAttributes(keyInputMessages.String(messages("user", e.Text, "")))
 		}
