@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,4 +246,34 @@ func spanNames(spans []telemetrytest.Span) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// TestTelemetryInterrupted: a run stopped in the middle of a model call
+// (SIGINT to agentrun) still adds up: the partial usage of the call that
+// was cut is a chat span, and the root says why the run did not finish.
+func TestTelemetryInterrupted(t *testing.T) {
+	col := telemetrytest.StartCollector(t)
+	const traceID = "8e1d0b5f0a2c4d6e8f0a1b2c3d4e5f60"
+	srv, err := mockmodel.Start(mockmodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const prompt = "scenario:slow tell a story"
+	r := &mockRun{srv: srv, result: runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir()), prompt: prompt,
+		env:    []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t), "OTEL_EXPORTER_OTLP_ENDPOINT=" + col.HTTPURL(), "TRACEPARENT=" + callerTraceParent(traceID)},
+		signal: interruptAfter(4*time.Second, syscall.SIGINT)})}
+	end := r.end()
+	if end == nil || end.Status != events.StatusInterrupted {
+		t.Fatalf("end %+v; want interrupted", end)
+	}
+	spans := checkTrace(t, col, r, traceID, prompt)
+	for _, s := range spans {
+		if s.ParentID == callerSpanID && (s.Str("error.type") != "interrupted" || s.Status != "Error") {
+			t.Errorf("root error.type %q status %q, want interrupted", s.Str("error.type"), s.Status)
+		}
+	}
+	if countPrefix(spans, "chat") == 0 {
+		t.Errorf("no chat span for the cut call: %v", spanNames(spans))
+	}
 }
