@@ -22,10 +22,10 @@ import (
 	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/proxy/meter"
 	live "github.com/agentrun-dev/agentrun/sidecar/progress"
-	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
 // NoSandboxNote is the [note] line of a run without a sandbox.

@@ -14,8 +14,8 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/format"
-	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/runner"
 )
 
 // multi is a repeatable string flag.
