@@ -60,7 +60,13 @@ type instruments struct {
 	runs     metric.Int64Counter
 	cost     metric.Float64Counter
 	dropped  metric.Int64Counter
+	// sets are the attribute sets of the per-call points, made once: the
+	// model labels are capped, so there are few, and building a set
+	// (sorting, hashing) per call was the metrics' main cost.
+	sets map[setKey]attribute.Set
 }
+
+type setKey struct{ op, request, response, tokenType, errorType string }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	var in instruments
@@ -87,31 +93,57 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		metric.WithDescription("Spans a run did not make: over the span cap.")); err != nil {
 		return nil, err
 	}
+	in.sets = map[setKey]attribute.Set{}
 	return &in, nil
 }
 
-func (in *instruments) base(b *builder, op, requestModel string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{keyOperation.String(op), b.conv.provider(providerOf(b.runtime)), keyRuntime.String(b.runtime)}
-	if requestModel != "" {
-		attrs = append(attrs, keyRequestModel.String(b.models.Label(requestModel)))
+// set is the attribute set of a point: the operation, the provider, the
+// runtime, the models (already labels) and the token type or error type.
+func (in *instruments) set(b *builder, k setKey) attribute.Set {
+	if s, ok := in.sets[k]; ok {
+		return s
 	}
-	return attrs
+	attrs := []attribute.KeyValue{keyOperation.String(k.op), b.conv.provider(providerOf(b.runtime)), keyRuntime.String(b.runtime)}
+	if k.request != "" {
+		attrs = append(attrs, keyRequestModel.String(k.request))
+	}
+	if k.response != "" {
+		attrs = append(attrs, keyResponseModel.String(k.response))
+	}
+	if k.tokenType != "" {
+		attrs = append(attrs, keyTokenType.String(k.tokenType))
+	}
+	if k.errorType != "" {
+		attrs = append(attrs, keyErrorType.String(k.errorType))
+	}
+	s := attribute.NewSet(attrs...)
+	in.sets[k] = s
+	return s
+}
+
+func (in *instruments) requestLabel(b *builder, model string) string {
+	if model == "" {
+		return ""
+	}
+	return b.models.Label(model)
 }
 
 // call records one model call.
 func (in *instruments) call(b *builder, requestModel, model string, c events.TokenCounts, d time.Duration) {
-	attrs := append(in.base(b, opChat, requestModel), keyResponseModel.String(b.models.Label(model)))
-	in.recordTokens(attrs, c)
-	in.duration.Record(context.Background(), d.Seconds(), metric.WithAttributes(attrs...))
+	k := setKey{op: opChat, request: in.requestLabel(b, requestModel), response: b.models.Label(model)}
+	in.recordTokens(b, k, c)
+	in.duration.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(in.set(b, k)))
 }
 
-func (in *instruments) recordTokens(attrs []attribute.KeyValue, c events.TokenCounts) {
+func (in *instruments) recordTokens(b *builder, k setKey, c events.TokenCounts) {
 	ctx := context.Background()
 	if n := wholeInput(c); n != nil {
-		in.tokens.Record(ctx, *n, metric.WithAttributes(append(attrs, keyTokenType.String(TokenInput))...))
+		k.tokenType = TokenInput
+		in.tokens.Record(ctx, *n, metric.WithAttributeSet(in.set(b, k)))
 	}
 	if c.OutputTokens != nil {
-		in.tokens.Record(ctx, *c.OutputTokens, metric.WithAttributes(append(attrs, keyTokenType.String(TokenOutput))...))
+		k.tokenType = TokenOutput
+		in.tokens.Record(ctx, *c.OutputTokens, metric.WithAttributeSet(in.set(b, k)))
 	}
 }
 
@@ -119,20 +151,19 @@ func (in *instruments) recordTokens(attrs []attribute.KeyValue, c events.TokenCo
 // invoke_agent), its duration, its end status and its cost.
 func (in *instruments) run(b *builder, e *events.End) {
 	ctx := context.Background()
-	base := in.base(b, opInvokeAgent, b.model)
+	request := in.requestLabel(b, b.model)
 	byModel := e.Usage.ByModel
 	for _, m := range sortedKeys(byModel) {
-		attrs := append(append([]attribute.KeyValue{}, base...), keyResponseModel.String(b.models.Label(m)))
-		in.recordTokens(attrs, byModel[m])
+		in.recordTokens(b, setKey{op: opInvokeAgent, request: request, response: b.models.Label(m)}, byModel[m])
 		if c := byModel[m].CostUSD; c != nil && *c > 0 {
 			in.cost.Add(ctx, *c, metric.WithAttributes(AttrRunRuntime.String(b.runtime), AttrRunModel.String(b.models.Label(m))))
 		}
 	}
-	d := append([]attribute.KeyValue{}, base...)
+	k := setKey{op: opInvokeAgent, request: request}
 	if e.Status != events.StatusFinished {
-		d = append(d, keyErrorType.String(e.Status))
+		k.errorType = e.Status
 	}
-	in.duration.Record(ctx, float64(e.DurationMs)/1000, metric.WithAttributes(d...))
+	in.duration.Record(ctx, float64(e.DurationMs)/1000, metric.WithAttributeSet(in.set(b, k)))
 	in.runs.Add(ctx, 1, metric.WithAttributes(AttrRunRuntime.String(b.runtime), AttrRunStatus.String(e.Status)))
 	if b.dropped > 0 {
 		in.dropped.Add(ctx, b.dropped, metric.WithAttributes(keyRuntime.String(b.runtime)))

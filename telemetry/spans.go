@@ -87,10 +87,45 @@ func orDefault(v, d int) int {
 // eventTime is when the event was written; a time that does not parse
 // (never, from agentrun's own writer) is now.
 func eventTime(e events.Event) time.Time {
-	if t, err := time.Parse(events.TimeFormat, events.Head(e).Time); err == nil {
+	s := events.Head(e).Time
+	if t, ok := parseEventTime(s); ok {
+		return t
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t
 	}
 	return time.Now()
+}
+
+// parseEventTime reads events.TimeFormat (2006-01-02T15:04:05.000Z) by its
+// fixed positions: every event has a time, and time.Parse's general
+// layout walk was the builder's largest cost.
+func parseEventTime(s string) (time.Time, bool) {
+	if len(s) != len(events.TimeFormat) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != '.' || s[23] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(i, n int) (int, bool) {
+		v := 0
+		for _, c := range []byte(s[i : i+n]) {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	var f [7]int
+	for i, p := range [7][2]int{{0, 4}, {5, 2}, {8, 2}, {11, 2}, {14, 2}, {17, 2}, {20, 3}} {
+		v, ok := num(p[0], p[1])
+		if !ok {
+			return time.Time{}, false
+		}
+		f[i] = v
+	}
+	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 60 {
+		return time.Time{}, false
+	}
+	return time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], f[6]*int(time.Millisecond), time.UTC), true
 }
 
 func (b *builder) event(e events.Event) {

@@ -365,3 +365,18 @@ func spanNames(spans []telemetrytest.Span) []string {
 	}
 	return out
 }
+
+func TestEventTime(t *testing.T) {
+	for _, s := range []string{"2026-10-04T13:00:03.120Z", "1999-12-31T23:59:59.999Z", "2024-02-29T00:00:00.000Z"} {
+		want, _ := time.Parse(events.TimeFormat, s)
+		got, ok := parseEventTime(s)
+		if !ok || !got.Equal(want) {
+			t.Errorf("%s: %v %v, want %v", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "2026-10-04T13:00:03Z", "2026-13-04T13:00:03.120Z", "2026-10-04T13:00:03.12xZ", "2026-10-04 13:00:03.120Z"} {
+		if _, ok := parseEventTime(s); ok {
+			t.Errorf("%q parsed", s)
+		}
+	}
+}

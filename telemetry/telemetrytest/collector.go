@@ -173,6 +173,9 @@ func hasRoot(spans []Span) bool {
 	return false
 }
 
+// Pid is the collector's process id.
+func (c *Collector) Pid() int { return c.cmd.Process.Pid }
+
 // Log is the collector's own output, for failure messages.
 func (c *Collector) Log() string { return c.log.String() }
 
