@@ -259,7 +259,7 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
-		Args:                     append(AgentArgs(spec), traceArgs(run, cfg.Telemetry)...),
+		Args:                     beforePrompt(AgentArgs(spec), traceArgs(run, cfg.Telemetry)...),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
 		WorkingDir:               WorkspaceDir,

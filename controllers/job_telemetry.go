@@ -125,6 +125,23 @@ func telemetryEnv(run *v1alpha1.AgentRun, t *Telemetry) []corev1.EnvVar {
 	return env
 }
 
+// beforePrompt inserts flags before the "--" that ends AgentArgs' flags
+// (the prompt follows it).
+func beforePrompt(args []string, flags ...string) []string {
+	if len(flags) == 0 {
+		return args
+	}
+	i := len(args)
+	for j := len(args) - 1; j >= 0; j-- {
+		if args[j] == "--" {
+			i = j
+			break
+		}
+	}
+	out := append(append(append([]string{}, args[:i]...), flags...), args[i:]...)
+	return out
+}
+
 // traceArgs names a new trace for the runner when the run continues none.
 func traceArgs(run *v1alpha1.AgentRun, t *Telemetry) []string {
 	tp, id := runTrace(run, t)
