@@ -19,8 +19,12 @@ const (
 	// FlushTimeout bounds the export at the end of a run: what is not sent
 	// by then is dropped, with one warning line.
 	FlushTimeout = 2 * time.Second
-	// MaxSpans bounds the spans of one run (the root included).
-	MaxSpans = 10000
+	// MaxSpans bounds the spans of one run (the root included): tracing
+	// back ends and their views handle a few thousand spans per trace
+	// well, and each span costs the runner about 25 µs of CPU in all
+	// (making, exporting, collecting), which past this is the agent's
+	// flood, not the run's story.
+	MaxSpans = 4096
 	// MaxDeniedEvents bounds the denied-destination span events on the root.
 	MaxDeniedEvents = 128
 	// MaxContentBytes bounds each exported piece of content (opt-in).
