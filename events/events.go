@@ -132,6 +132,9 @@ type Start struct {
 	// Credentials names the variables the agent holds only a stand-in for
 	// (--credential); absent when there are none.
 	Credentials []string `json:"credentials,omitempty"`
+	// TraceID is the run's OpenTelemetry trace id (docs/telemetry.md);
+	// absent when the run exports no telemetry.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Prompt carries the prompt the runtime received.

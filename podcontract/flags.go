@@ -82,6 +82,12 @@ type RunFlags struct {
 	// UpstreamCA (--upstream-ca) verifies the credential destinations' TLS
 	// certificates instead of the system's roots.
 	UpstreamCA string
+	// OTLPEndpoint (--otlp-endpoint) exports the run as an OpenTelemetry
+	// trace and metrics to this collector (default:
+	// OTEL_EXPORTER_OTLP_ENDPOINT); NewTraceID (--trace-id) is the new
+	// trace's id, the controller's (TRACEPARENT wins).
+	OTLPEndpoint string
+	NewTraceID   string
 	SandboxFlags
 	GitFlags
 	// Prompt is the one argument after the flags.
@@ -177,6 +183,8 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
 	fs.Var((*List)(&f.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
 	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the TLS certificates of the credential hosts and of --repo with this PEM bundle instead of the system's roots")
+	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export the run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
+	fs.StringVar(&f.NewTraceID, "trace-id", "", "with telemetry: the new trace's id, 32 hex digits (the controller's; TRACEPARENT wins)")
 	f.SandboxFlags.Register(fs)
 	f.GitFlags.Register(fs)
 }
@@ -214,6 +222,8 @@ func (f RunFlags) Args() []string {
 	a.str("session-dir", f.SessionDir)
 	a.str("resume", f.Resume)
 	a.list("image", f.Images)
+	a.str("otlp-endpoint", f.OTLPEndpoint)
+	a.str("trace-id", f.NewTraceID)
 	f.GitFlags.args(&a)
 	a = append(a, "--")
 	if f.Prompt != "" {

@@ -50,6 +50,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		// The end summary goes where a Pod's termination message is read.
 		s := podcontract.FromEnd(end, r.agg.Counters())
 		s.Isolation = r.isolation()
+		s.TraceID = o.TraceID
 		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
 			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
 		}
@@ -283,7 +284,8 @@ func (r *run) start() *events.End {
 	}
 	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames(), Credentials: p.creds.names()})
+		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames(), Credentials: p.creds.names(),
+		TraceID: o.TraceID})
 	r.pipe.mu.Unlock()
 	if !r.launch.EchoesPrompt {
 		r.pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})

@@ -33,7 +33,7 @@ import (
 // (docs/events.md, "Events"), written out by hand (not derived from the Go
 // types, so a reordered struct field is caught).
 var FieldOrder = map[string][]string{
-	"start":          {"schema", "type", "time", "runtime", "sandbox", "network", "deny_read", "model", "cwd", "argv", "env", "credentials"},
+	"start":          {"schema", "type", "time", "runtime", "sandbox", "network", "deny_read", "model", "cwd", "argv", "env", "credentials", "trace_id"},
 	"prompt":         {"schema", "type", "time", "text", "images"},
 	"tool_start":     {"schema", "type", "time", "id", "parent", "name", "summary"},
 	"tool":           {"schema", "type", "time", "id", "parent", "name", "summary", "denied", "error"},
@@ -46,9 +46,10 @@ var FieldOrder = map[string][]string{
 }
 
 // Optional are the fields that are absent unless they apply (docs/events.md,
-// "Null versus absent"): start.credentials without --credential, end.meter
-// without a metered credential, network.suppressed but on a summary.
-var Optional = map[string]bool{"start.credentials": true, "end.meter": true, "end.git": true, "network.suppressed": true}
+// "Null versus absent"): start.credentials without --credential,
+// start.trace_id without telemetry, end.meter without a metered credential,
+// end.git without --repo, network.suppressed but on a summary.
+var Optional = map[string]bool{"start.credentials": true, "start.trace_id": true, "end.meter": true, "end.git": true, "network.suppressed": true}
 
 // MeterOrder is the key order of end.meter; unmetered is absent unless a
 // call went unmetered.
