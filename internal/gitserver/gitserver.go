@@ -6,11 +6,16 @@
 package gitserver
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -20,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Options of a server.
@@ -31,6 +37,9 @@ type Options struct {
 	PlainHTTP bool
 	// Addr is where to listen (default 127.0.0.1:0).
 	Addr string
+	// Names are the DNS names the TLS certificate is for, beside
+	// 127.0.0.1 (a test maps them to the server, as --add-host does).
+	Names []string
 }
 
 // Request is one request the server answered.
@@ -80,6 +89,12 @@ func Start(opts Options) (*Server, error) {
 	if opts.PlainHTTP {
 		s.srv.Start()
 	} else {
+		cert, err := selfSigned(append([]string{"localhost"}, opts.Names...))
+		if err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+		s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 		s.srv.StartTLS()
 	}
 	return s, nil
@@ -247,4 +262,30 @@ func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// selfSigned is a certificate for names and the loopback addresses that
+// is its own CA (clients trust it as a root).
+func selfSigned(names []string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "agentrun test git server"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    names, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
