@@ -224,3 +224,47 @@ func TestCloneErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordBounds: a working tree or objects over the bounds are not
+// recorded, with a note; what fits is, and Record ends in bounded time.
+func TestRecordBounds(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name   string
+		limits Limits
+		script string
+		note   string
+		// commits are the agent's that are published.
+		commits int
+	}{
+		{name: "too many files", limits: Limits{ChangeFiles: 50}, script: `git commit -q --allow-empty -m kept; for i in $(seq 1 80); do echo $i > f$i; done`,
+			note: "more than 50 files", commits: 1},
+		{name: "a file over the bound", limits: Limits{FileBytes: 1 << 20}, script: `truncate -s 3G big.bin`,
+			note: "big.bin is larger than 1 MiB"},
+		{name: "objects over the bound", limits: Limits{AgentObjectBytes: 64 << 10}, script: `head -c 200000 /dev/urandom > r.bin; git add r.bin; git commit -qm big`,
+			note: "objects are larger than the bound", commits: 1}, // the working tree instead
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			s := f.spec
+			s.Limits = tt.limits
+			ws := filepath.Join(t.TempDir(), "ws")
+			c, err := Clone(ctx, s, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			sh(t, ws, tt.script)
+			ch, err := c.Record(ctx, "bounds")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(ch.Notes, "; "), tt.note) {
+				t.Errorf("notes %q, want %q", ch.Notes, tt.note)
+			}
+			if ch.Commits != tt.commits {
+				t.Errorf("%d commits recorded, want %d", ch.Commits, tt.commits)
+			}
+		})
+	}
+}
