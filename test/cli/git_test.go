@@ -43,7 +43,7 @@ func newGitRepo(t *testing.T) *gitRepo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Create("other", map[string]string{"SECRET.md": "another team's code\n"}); err != nil {
+	if _, err := srv.Create("other", map[string]string{"secret.txt": "another team's code\n"}); err != nil {
 		t.Fatal(err)
 	}
 	ca := filepath.Join(t.TempDir(), "git-ca.pem")
