@@ -128,6 +128,7 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		if iso := s.Isolation; iso != nil && !iso.Unavailable {
 			st.Isolation = statusIsolation(*iso)
 		}
+		st.Git = statusGit(endGit(o), o.Patch)
 		c := s.Counters
 		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
 			Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
