@@ -1,0 +1,98 @@
+package credentials
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/proxy"
+)
+
+// TestReviewCredentialAddressSpellings (review of issue 21): the proxy's
+// policy reads an IP literal in every form a C resolver accepts
+// (2130706433, 127.1, 0x7f000001) as the address it is, and dials it; the
+// interceptor must then see the request too, as it sees one to
+// 127.0.0.1, or the agent reaches a credential destination past the
+// interceptor: no meter (and so no --max-tokens refusal of an unmetered
+// call), no scrubbing, whatever the destination answers. Each spelling
+// must reach the upstream with the real key put in (intercepted), or not
+// reach it at all.
+func TestReviewCredentialAddressSpellings(t *testing.T) {
+	const key = "sk-review-0123456789abcdef"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	var mu sync.Mutex
+	var got []string // the X-Api-Key values the upstream received
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				got = append(got, req.Header.Get("X-Api-Key"))
+				mu.Unlock()
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	cred, err := Parse("KEY=http://127.0.0.1:"+port, lookup(map[string]string{"KEY": key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := NewSet([]*Credential{cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.NewPolicy(proxy.ModeCustom, []string{"127.0.0.1:" + port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &proxy.Server{Policy: p, Resolver: &proxy.HostResolver{}, Intercept: &Interceptor{Set: set}, TunnelIdleTimeout: 5 * time.Second}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(pl)
+	defer srv.Close()
+
+	for _, host := range []string{"127.0.0.1", "2130706433", "127.1", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]"} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		c, err := net.Dial("tcp", pl.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET http://%s:%s/v1/models HTTP/1.1\r\nHost: %s:%s\r\nX-Api-Key: %s\r\nConnection: close\r\n\r\n", host, port, host, port, cred.StandIn)
+		resp, _ := io.ReadAll(c)
+		c.Close()
+		mu.Lock()
+		sent := append([]string{}, got...)
+		mu.Unlock()
+		status, _, _ := strings.Cut(string(resp), "\r\n")
+		if len(sent) > 0 && sent[0] != key {
+			t.Errorf("%s: the upstream was reached past the interceptor (it got %q, not the real key; the proxy answered %q)", host, sent[0], status)
+		}
+		if host == "127.0.0.1" && (len(sent) == 0 || sent[0] != key) {
+			t.Fatalf("the plain spelling is not intercepted (%q, %q): the test proves nothing", sent, status)
+		}
+	}
+}
