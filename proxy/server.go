@@ -276,7 +276,13 @@ func splitHostPort(authority string, def int) (string, int, error) {
 	if host == "" {
 		return "", 0, fmt.Errorf("no host in %q", authority)
 	}
-	if _, ip := parseIPLiteral(host); !ip && !validName(host) {
+	if a, ip := parseIPLiteral(host); ip {
+		// One spelling for an address (2130706433, 127.1 and
+		// [::ffff:127.0.0.1] are 127.0.0.1): what the policy decides, the
+		// interceptor claims and the network event reports is the address
+		// the proxy dials, never a spelling that only one of them reads.
+		host = a.Unmap().String()
+	} else if !validName(host) {
 		return "", 0, fmt.Errorf("%q is not a host name", host)
 	}
 	return host, n, nil
