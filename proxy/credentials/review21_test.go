@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +94,79 @@ func TestReviewCredentialAddressSpellings(t *testing.T) {
 		}
 		if host == "127.0.0.1" && (len(sent) == 0 || sent[0] != key) {
 			t.Fatalf("the plain spelling is not intercepted (%q, %q): the test proves nothing", sent, status)
+		}
+	}
+}
+
+// TestReviewCredentialDestinationByAddress (review of issue 21; not fixed):
+// a credential destination named by a name that --add-host maps to a
+// private address needs an --allow-host IP:PORT entry for that address
+// (the runner refuses the run otherwise), and that entry lets the agent
+// reach the same service by its address, which the interceptor does not
+// claim: unmetered, unscrubbed, past --max-tokens. A request to the
+// address of a credential destination on its port must be intercepted as
+// that destination, or refused.
+func TestReviewCredentialDestinationByAddress(t *testing.T) {
+	const key = "sk-review-0123456789abcdef"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	reached := make(chan string, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				reached <- req.Header.Get("X-Api-Key")
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	cred, err := Parse("KEY=http://gw.test:"+port, lookup(map[string]string{"KEY": key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := NewSet([]*Credential{cred})
+	p, err := proxy.NewPolicy(proxy.ModeCustom, []string{"gw.test:" + port, "127.0.0.1:" + port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &proxy.HostResolver{Static: map[string][]netip.Addr{"gw.test": {netip.MustParseAddr("127.0.0.1")}}}
+	srv := &proxy.Server{Policy: p, Resolver: res, Intercept: &Interceptor{Set: set}, TunnelIdleTimeout: 5 * time.Second}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(pl)
+	defer srv.Close()
+	for _, host := range []string{"gw.test", "127.0.0.1"} {
+		c, err := net.Dial("tcp", pl.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET http://%s:%s/v1/models HTTP/1.1\r\nHost: %s:%s\r\nX-Api-Key: %s\r\nConnection: close\r\n\r\n", host, port, host, port, cred.StandIn)
+		io.ReadAll(c)
+		c.Close()
+		select {
+		case got := <-reached:
+			if got != key {
+				t.Errorf("%s: the credential destination was reached past the interceptor (it got %q)", host, got)
+			}
+		case <-time.After(time.Second):
+			if host == "gw.test" {
+				t.Fatal("the credential's own name did not reach the upstream: the test proves nothing")
+			}
 		}
 	}
 }
