@@ -436,6 +436,37 @@ egress:
 				t.Errorf("egress %v: DNS only when nothing else is listed", got)
 			}
 		}},
+		{"telemetry off by default", nil, func(t *testing.T, r rendered) {
+			for _, a := range r.managerArgs(t) {
+				if strings.HasPrefix(a, "--otlp-") {
+					t.Errorf("manager arg %s without telemetry.otlp.endpoint", a)
+				}
+			}
+		}},
+		{"telemetry: the manager's flags, the headers from a Secret, the agents' egress to the collector", []string{
+			"--set", "telemetry.otlp.endpoint=http://otel.obs:4317", "--set", "telemetry.otlp.protocol=grpc",
+			"--set", "telemetry.otlp.headersSecret.name=otlp", "--set", "telemetry.otlp.headersSecret.key=headers",
+			"--set", "telemetry.otlp.resourceAttributes=team=ml", "--set", "telemetry.otlp.semconvOptIn=gen_ai_latest_experimental",
+			"--set", "networkPolicy.agents.enabled=true", "--set", "networkPolicy.agents.namespaces={ci}",
+			"--set-json", `telemetry.otlp.networkPolicy={"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"obs"}}}],"ports":[4317]}`},
+			func(t *testing.T, r rendered) {
+				args := r.managerArgs(t)
+				for _, want := range []string{"--otlp-endpoint=http://otel.obs:4317", "--otlp-protocol=grpc", "--otlp-service-name=agentrun",
+					"--otlp-resource-attributes=team=ml", "--otlp-semconv-opt-in=gen_ai_latest_experimental", "--otlp-capture-content=false"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("manager args %v lack %s", args, want)
+					}
+				}
+				env := asYAML(t, field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "env"))
+				if !strings.Contains(env, "AGENTRUN_OTLP_HEADERS") || !strings.Contains(env, "name: otlp") || !strings.Contains(env, "key: headers") {
+					t.Errorf("manager env:\n%s", env)
+				}
+				egress := field(r.get(t, "NetworkPolicy", "ci/ar-agents"), "spec", "egress").([]any)
+				want := fromYAML(t, `{to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: obs}}}], ports: [{port: 4317, protocol: TCP}]}`)
+				if !slices.ContainsFunc(egress, func(e any) bool { return reflect.DeepEqual(e, want) }) {
+					t.Errorf("agents egress %s lacks the collector", asYAML(t, egress))
+				}
+			}},
 		{"sandbox profiles: the DaemonSet by default", nil, func(t *testing.T, r rendered) {
 			ds := r.get(t, "DaemonSet", "agentrun-system/ar-node-profiles")
 			pod := field(ds, "spec", "template", "spec")
@@ -564,6 +595,11 @@ func TestChartRefusesValues(t *testing.T) {
 		{"manager NetworkPolicy without the API server", []string{"--set", "networkPolicy.manager.enabled=true"}, "/networkPolicy/manager/apiServer"},
 		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},
 		{"egress without ports", []string{"--set", "networkPolicy.agents.namespaces={ci}", "--set-json", `networkPolicy.agents.allowedEgress=[{"cidr":"10.0.0.0/8"}]`}, "missing property 'ports'"},
+		{"telemetry endpoint without a scheme", []string{"--set", "telemetry.otlp.endpoint=otel:4318"}, "/telemetry/otlp/endpoint"},
+		{"telemetry protocol", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "telemetry.otlp.protocol=http/json"}, "/telemetry/otlp/protocol"},
+		{"agents NetworkPolicy without the collector", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "networkPolicy.agents.enabled=true",
+			"--set", "networkPolicy.agents.namespaces={ci}"}, "needs telemetry.otlp.networkPolicy.to"},
+		{"headers Secret without a key", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "telemetry.otlp.headersSecret.name=s"}, "needs both name and key"},
 		{"certificate without HTTPS", []string{"--set", "metrics.secure=false", "--set", "metrics.certSecret=tls"}, "/metrics/certSecret"},
 		{"negative price", []string{"--set-json", `prices={"m":{"input":-1}}`}, "/prices/m/input"},
 		{"unknown price kind", []string{"--set-json", `prices={"m":{"inputs":1}}`}, "additional properties 'inputs' not allowed"},

@@ -308,3 +308,71 @@ func certificateProblem(r x509.InvalidReason) string {
 	}
 	return "invalid"
 }
+
+// Interceptors is several interceptors as one: each destination goes to
+// the first that claims it (a run's credential destinations, its git
+// repository). An interceptor claims destinations no other one does (the
+// runner refuses a run whose git host is also a credential destination).
+type Interceptors []Interceptor
+
+func (is Interceptors) of(host string, port int) Interceptor {
+	for _, i := range is {
+		if i.Claims(host, port) {
+			return i
+		}
+	}
+	return nil
+}
+
+// Claims reports whether one of them claims host:port.
+func (is Interceptors) Claims(host string, port int) bool { return is.of(host, port) != nil }
+
+// PlainHTTP is the claiming interceptor's.
+func (is Interceptors) PlainHTTP(host string, port int) bool {
+	i := is.of(host, port)
+	return i != nil && i.PlainHTTP(host, port)
+}
+
+// Certificate is the certificate of the first that claims host on any
+// port (the TLS handshake names the host only).
+func (is Interceptors) Certificate(host string) (*tls.Certificate, error) {
+	for _, i := range is {
+		if c, err := i.Certificate(host); err == nil {
+			return c, nil
+		}
+	}
+	return nil, errors.New("no interceptor has a certificate for " + host)
+}
+
+// Request is the claiming interceptor's.
+func (is Interceptors) Request(host string, port int, r *http.Request) *Refusal {
+	if i := is.of(host, port); i != nil {
+		return i.Request(host, port, r)
+	}
+	return nil
+}
+
+// Response is the claiming interceptor's.
+func (is Interceptors) Response(host string, port int, r *http.Request, resp *http.Response) *Refusal {
+	if i := is.of(host, port); i != nil {
+		return i.Response(host, port, r, resp)
+	}
+	return nil
+}
+
+// Roots are the first interceptor's: the runner gives them all the same.
+func (is Interceptors) Roots() *x509.CertPool {
+	if len(is) > 0 {
+		return is[0].Roots()
+	}
+	return nil
+}
+
+// RedactText passes text through every interceptor: each takes out what
+// it knows must not reach the client.
+func (is Interceptors) RedactText(host string, port int, r *http.Request, text string) string {
+	for _, i := range is {
+		text = i.RedactText(host, port, r, text)
+	}
+	return text
+}
