@@ -93,6 +93,11 @@ func (f *FetchScope) Claims(host string, port int) bool {
 	return strings.EqualFold(strings.TrimSuffix(host, "."), f.remote.host) && port == f.remote.port
 }
 
+// Destinations: the repository's host:port.
+func (f *FetchScope) Destinations() []proxy.Destination {
+	return []proxy.Destination{{Host: f.remote.host, Port: f.remote.port}}
+}
+
 // PlainHTTP: only a repository declared http:// is spoken to in plain HTTP.
 func (f *FetchScope) PlainHTTP(host string, port int) bool {
 	return f.Claims(host, port) && f.remote.url.Scheme == "http"

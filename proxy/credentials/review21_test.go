@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -168,5 +169,116 @@ func TestReviewCredentialDestinationByAddress(t *testing.T) {
 				t.Fatal("the credential's own name did not reach the upstream: the test proves nothing")
 			}
 		}
+	}
+}
+
+// TestReviewCredentialDestinationAliases (review of issue 21): every other
+// way to name a credential destination's service (its address in any
+// spelling, by CONNECT or in an absolute URL whatever the Host header
+// says, another --add-host name, a hosts-file name, a DNS name that
+// resolves to it) is refused, for a destination declared by a name that
+// --add-host maps, by a name the hosts file maps, and by its address; its
+// own name still gets the real key.
+func TestReviewCredentialDestinationAliases(t *testing.T) {
+	const key = "sk-review-0123456789abcdef"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	reached := make(chan string, 64)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				reached <- req.Header.Get("X-Api-Key")
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	hosts := t.TempDir() + "/hosts"
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 hosts.test alias-in-hosts.test\n::ffff:127.0.0.1 mapped6.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := netip.MustParseAddr("127.0.0.1")
+	res := &proxy.HostResolver{HostsFile: hosts, Static: map[string][]netip.Addr{"gw.test": {local}, "other.test": {local}}}
+	aliases := []string{"127.0.0.1", "2130706433", "127.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "other.test", "alias-in-hosts.test", "mapped6.test", "localhost"}
+	for _, own := range []string{"gw.test", "hosts.test", "127.0.0.1"} {
+		t.Run(own, func(t *testing.T) {
+			cred, err := Parse("KEY=http://"+own+":"+port, lookup(map[string]string{"KEY": key}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, _ := NewSet([]*Credential{cred})
+			allow := []string{"127.0.0.1:" + port, "*.test:" + port, "localhost:" + port}
+			p, err := proxy.NewPolicy(proxy.ModeCustom, allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var reasons []string
+			srv := &proxy.Server{Policy: p, Resolver: res, Intercept: &Interceptor{Set: set}, TunnelIdleTimeout: 5 * time.Second,
+				OnAccess: func(a proxy.Access) { mu.Lock(); reasons = append(reasons, a.Host+" "+a.Reason); mu.Unlock() }}
+			pl, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(pl)
+			defer srv.Close()
+			send := func(host, how string) string {
+				c, err := net.Dial("tcp", pl.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				switch how {
+				case "absolute":
+					fmt.Fprintf(c, "GET http://%s:%s/v1/models HTTP/1.1\r\nHost: %s:%s\r\nX-Api-Key: %s\r\nConnection: close\r\n\r\n", host, port, own, port, cred.StandIn)
+				case "connect":
+					fmt.Fprintf(c, "CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: %s:%s\r\nX-Api-Key: %s\r\nConnection: close\r\n\r\n",
+						host, port, host, port, own, port, cred.StandIn)
+				}
+				b, _ := io.ReadAll(c)
+				return string(b)
+			}
+			for _, how := range []string{"absolute", "connect"} {
+				answer := send(own, how)
+				select {
+				case got := <-reached:
+					if got != key {
+						t.Fatalf("%s by its own name: the upstream got %q, not the key", how, got)
+					}
+				case <-time.After(2 * time.Second):
+					t.Fatalf("%s by its own name did not reach the upstream: the test proves nothing (%q)", how, answer)
+				}
+				for _, alias := range aliases {
+					if alias == own {
+						continue
+					}
+					answer := send(alias, how)
+					if strings.Contains(answer, "403 Forbidden") && strings.Contains(answer, proxy.ReasonCredentialAddress) {
+						continue // refused before any dial
+					}
+					select {
+					case got := <-reached:
+						if got != key {
+							t.Errorf("%s %s: the credential destination was reached past the interceptor (it got %q)", how, alias, got)
+						}
+					case <-time.After(time.Second):
+						t.Errorf("%s %s: answer %q, want 403 %s", how, alias, answer, proxy.ReasonCredentialAddress)
+					}
+				}
+			}
+		})
 	}
 }
