@@ -33,6 +33,8 @@ type repo struct {
 	// hostAllowed: the network policy allows the repository's host for
 	// any request, not only the fetch (see allow).
 	hostAllowed bool
+	// releaseLogs ends the token's redaction in the process's log.
+	releaseLogs func()
 }
 
 // publishTimeout bounds recording and publishing the change after the
@@ -146,6 +148,10 @@ func (r *repo) close() {
 		return
 	}
 	r.checkout.Close()
+	if r.releaseLogs != nil {
+		r.releaseLogs()
+		r.releaseLogs = nil
+	}
 	if r.tempWorkspace != "" {
 		os.RemoveAll(r.tempWorkspace)
 	}
@@ -249,4 +255,7 @@ func (r *repo) newScope(c *creds) {
 		return
 	}
 	r.scope = gitworkspace.NewFetchScope(r.checkout, c.authority, c.roots, r.hostAllowed)
+	// As for the credentials: Go's HTTP client logs what the git host
+	// sent on an idle connection, quoted, to the runner's stderr.
+	r.releaseLogs = r.scope.RedactLogs()
 }
