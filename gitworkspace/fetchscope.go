@@ -68,20 +68,35 @@ func NewFetchScope(c *Checkout, authority *credentials.Authority, roots *x509.Ce
 }
 
 // AgentConfig is the git configuration the agent's git reads (its
-// GIT_CONFIG_GLOBAL): the stand-in as the repository's Authorization
-// header, the CA bundle that trusts the run's authority, and an identity
-// for the agent's commits. Nothing in it is a secret.
-func (f *FetchScope) AgentConfig(caBundle string) string {
+// GIT_CONFIG_GLOBAL): an identity for the agent's commits, the checkout as
+// a safe directory (in a Pod the workspace's mount point is not the
+// agent's: git would refuse the repository as of dubious ownership; a
+// repository agentrun cloned for this run needs no such protection, the
+// host's git trusts none of it), and with the proxy's fetch scope (nil
+// without the sandbox or the network) the stand-in as the repository's
+// Authorization header and the CA bundle that trusts the run's authority.
+// Nothing in it is a secret.
+func (c *Checkout) AgentConfig(f *FetchScope, caBundle string) string {
 	var b strings.Builder
 	b.WriteString("# Written by agentrun for this run (docs/git.md): the token is a stand-in,\n# which the filter proxy replaces for fetches of the repository only.\n")
 	fmt.Fprintf(&b, "[user]\n\tname = agent\n\temail = agent@agentrun.invalid\n")
+	fmt.Fprintf(&b, "[safe]\n\tdirectory = %s\n", configQuote(c.workspace))
+	if f == nil {
+		return b.String()
+	}
 	if caBundle != "" {
-		fmt.Fprintf(&b, "[http]\n\tsslCAInfo = %s\n", caBundle)
+		fmt.Fprintf(&b, "[http]\n\tsslCAInfo = %s\n", configQuote(caBundle))
 	}
 	if f.header != "" {
 		fmt.Fprintf(&b, "[http %q]\n\textraHeader = Authorization: %s\n", f.remote.String(), f.agentHeader())
 	}
 	return b.String()
+}
+
+// configQuote quotes a value for a git configuration file: a path
+// agentrun chose, quoted so that no character of it ends the value.
+func configQuote(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(v) + `"`
 }
 
 func (f *FetchScope) agentHeader() string { return f.agentAuth }
