@@ -125,9 +125,7 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		if iso := s.Isolation; iso != nil && !iso.Unavailable {
 			st.Isolation = statusIsolation(*iso)
 		}
-		c := s.Counters
-		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
-			Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
+		st.Counters = statusCounters(s.Counters)
 		if s.DetailCut && oc.FromSummary {
 			detail += " [cut; the whole detail is in the event log]"
 		}
@@ -168,7 +166,7 @@ func statusIsolation(iso podcontract.Isolation) *v1alpha1.Isolation {
 
 // statusUsage is end.usage in status form: cost as a decimal string.
 func statusUsage(t events.Totals) *v1alpha1.Usage {
-	u := &v1alpha1.Usage{TokenCounts: statusCounts(t.TokenCounts), TotalTokens: totalTokens(t.TokenCounts)}
+	u := &v1alpha1.Usage{TokenCounts: statusCounts(t.TokenCounts), TotalTokens: t.TokenCounts.Total()}
 	if len(t.ByModel) > 0 {
 		u.ByModel = make(map[string]v1alpha1.TokenCounts, len(t.ByModel))
 		for m, c := range t.ByModel {
@@ -195,17 +193,9 @@ func costString(c *float64) string {
 	return strconv.FormatFloat(*c, 'f', -1, 64)
 }
 
-func totalTokens(c events.TokenCounts) *int64 {
-	var n int64
-	seen := false
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-			seen = true
-		}
-	}
-	if !seen {
-		return nil
-	}
-	return &n
+// statusCounters is the counters in status form (events.Counters counts
+// them, from the end summary or the live progress alike).
+func statusCounters(c events.Counters) *v1alpha1.Counters {
+	return &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
+		Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
 }

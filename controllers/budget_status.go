@@ -94,7 +94,7 @@ func spendOf(st v1alpha1.AgentRunStatus) runSpend {
 	var s runSpend
 	u := st.Usage
 	if u != nil {
-		s.tokens = countTokens(u.TokenCounts)
+		s.tokens = u.TokenCounts.Tokens()
 		switch {
 		case u.CostUSD != "":
 			s.nanoUSD, s.estimated = nanoUSD(u.CostUSD), u.CostEstimated
@@ -107,7 +107,7 @@ func spendOf(st v1alpha1.AgentRunStatus) runSpend {
 			sort.Strings(models)
 			for _, m := range models {
 				c := u.ByModel[m]
-				n := countTokens(c)
+				n := c.Tokens()
 				inModels += n
 				if c.CostUSD != "" {
 					s.nanoUSD += nanoUSD(c.CostUSD)
