@@ -110,6 +110,14 @@ func (s *scope) requeueAfter(d time.Duration) {
 //
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
+//
+// The Job's owner reference blocks the AgentRun's deletion until the Job is
+// gone (blockOwnerDeletion), which clusters that enforce owner references
+// (the OwnerReferencesPermissionEnforcement admission plugin: OpenShift,
+// hardened clusters) allow only to who may update the owner's finalizers.
+// The manager sets no finalizer on an AgentRun.
+//
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
@@ -205,7 +213,20 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 		base := run.DeepCopy()
 		run.Status = st
 		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-		if err := r.Status().Patch(ctx, run, patch); err != nil {
+		err := r.Status().Patch(ctx, run, patch)
+		if tooLarge(err) {
+			// The run would otherwise never end: every retry is as large.
+			full := err
+			st = trimStatus(st)
+			run.Status = st
+			if err = r.Status().Patch(ctx, run, patch); err == nil {
+				s.events = append(s.events, event{corev1.EventTypeWarning, "StatusTrimmed", cutText(
+					"the API server refused the status as too large ("+full.Error()+"); it was written without the result, "+
+						"the by-model split and the activity, which the event log keeps (kubectl logs -c events)", maxConditionMessageBytes)})
+			}
+		}
+		if err != nil {
+			run.Status = old
 			return ctrl.Result{}, err
 		}
 	}

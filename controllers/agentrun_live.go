@@ -126,6 +126,7 @@ func applyLive(st v1alpha1.AgentRunStatus, d *progress.Doc) v1alpha1.AgentRunSta
 	st = *st.DeepCopy()
 	if d.Usage.ByModel != nil || !d.Usage.TokenCounts.IsZero() {
 		st.Usage = statusUsage(d.Usage)
+		st.Usage.ByModelTruncated = st.Usage.ByModelTruncated || d.ByModelCut
 	}
 	st.Counters = statusCounters(d.Counters)
 	st.Progress = liveProgress(d)
