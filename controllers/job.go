@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 // Labels, annotations and the finalizer the controller puts on the Job and
@@ -99,6 +100,9 @@ type JobConfig struct {
 	// runner.resources), so that a queue such as Kueue counts the run
 	// against its quota.
 	AgentResources corev1.ResourceRequirements
+	// Telemetry exports every run as an OpenTelemetry trace and metrics
+	// (the chart's telemetry.otlp values); nil exports nothing.
+	Telemetry *Telemetry
 }
 
 // JobName is the AgentRun's Job: its own name when that is a valid Job name
@@ -147,6 +151,11 @@ func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
 		}
 	}
 	annotations[AnnotationRun] = run.Name
+	// Only the manager names a run's trace (computeStatus reads it).
+	delete(annotations, AnnotationTraceID)
+	if _, id := runTrace(run, cfg.Telemetry); id != "" {
+		annotations[AnnotationTraceID] = id
+	}
 	timeout := timeoutOf(spec)
 	deadline := int64((timeout + deadlineMargin) / time.Second)
 	_, queued := labels[KueueQueueLabel]
@@ -214,7 +223,14 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	}
 
 	volumes, agentMounts := volumes(spec)
-	env := append([]corev1.EnvVar{}, spec.Env...)
+	// spec.env's telemetry variables (which the CRD refuses) would
+	// configure the runner's own exporter: they are left out.
+	env := []corev1.EnvVar{}
+	for _, e := range spec.Env {
+		if !telemetry.IsTelemetryVar(e.Name) {
+			env = append(env, e)
+		}
+	}
 	// A credential's Secret reaches the runner's own environment only:
 	// the sandbox gets a stand-in (--credential), never --pass-env.
 	for _, c := range spec.Credentials {
@@ -225,12 +241,17 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		env = append(env, corev1.EnvVar{Name: promptEnv, ValueFrom: src})
 	}
 
+	// After spec.env, so that these win (the CRD refuses them there).
+	env = append(env, telemetryEnv(run, cfg.Telemetry)...)
+
+	flags := RunFlags(spec)
+	flags.NewTraceID = newTraceID(run, cfg.Telemetry)
 	agent := corev1.Container{
 		Name:                     podcontract.AgentContainer,
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
-		Args:                     AgentArgs(spec),
+		Args:                     agentArgs(flags, spec),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
 		WorkingDir:               podcontract.WorkspaceDir,
@@ -453,8 +474,10 @@ func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
 // Secret references, and a prompt from a ConfigMap or Secret as
 // $(AGENTRUN_PROMPT), which the kubelet expands. The kubelet expands
 // $(NAME) in every argument, so literal values escape "$" as "$$".
-func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
-	f := RunFlags(spec)
+func AgentArgs(spec v1alpha1.AgentRunSpec) []string { return agentArgs(RunFlags(spec), spec) }
+
+// agentArgs renders f, spec's prompt after it.
+func agentArgs(f podcontract.RunFlags, spec v1alpha1.AgentRunSpec) []string {
 	var prompt string
 	if t := spec.Prompt.Text; t != nil {
 		prompt = literal(*t)
@@ -513,6 +536,9 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 	// spec.envFrom) that it passes on. Names only: values never appear
 	// in the arguments.
 	for _, e := range spec.Env {
+		if telemetry.IsTelemetryVar(e.Name) {
+			continue // never the agent's (the CRD refuses them, the runner too)
+		}
 		f.PassEnv = append(f.PassEnv, e.Name)
 	}
 	for _, e := range spec.EnvFrom {

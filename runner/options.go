@@ -30,6 +30,9 @@ type Options struct {
 	// Started is when agentrun began parsing its command line, where
 	// end.duration_ms counts from (the time of Run when zero).
 	Started time.Time
+	// TraceID is the run's OpenTelemetry trace id when it exports
+	// telemetry (start.trace_id and the end summary); "" without.
+	TraceID string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code

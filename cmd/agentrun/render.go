@@ -47,6 +47,7 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs.StringVar(&o.Runtime, "runtime", "", "the runtime whose raw output is on stdin")
 	fs.StringVar(&o.Model, "model", "", "the model the run used, for start.model")
 	fs.IntVar(&o.ExitCode, "exit-code", 0, "the runtime's exit code, for the end status")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export the replayed run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,7 +55,18 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		fmt.Fprintln(stderr, "usage: agentrun translate --runtime RUNTIME [--exit-code N] < raw-output")
 		return 2
 	}
-	end, err := runner.Translate(o, stdin, format.NewJSONL(stdout), stderr)
+	var out format.Renderer = format.NewJSONL(stdout)
+	rec, err := startTelemetry(*otlpEndpoint, "", stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)
+		return 2
+	}
+	if rec != nil {
+		out = format.Tee{out, rec}
+		o.TraceID = rec.TraceID()
+	}
+	defer out.Close()
+	end, err := runner.Translate(o, stdin, out, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)
 		return 1
