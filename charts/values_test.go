@@ -663,3 +663,34 @@ func TestPolicyValuesMatchTheCRD(t *testing.T) {
 		t.Errorf("values.schema.json policy.spec has %v\nthe AgentRunPolicy CRD has %v", inValues, inCRD)
 	}
 }
+
+// TestReleaseHook: by default a pre-delete hook Job runs the manager's
+// image as its ServiceAccount to release the agent Pods of the watched
+// namespaces before the uninstall; releaseOnUninstall=false leaves it out.
+func TestReleaseHook(t *testing.T) {
+	r := render(t, "--set", "watchNamespaces={team-a,team-b}")
+	job := r.get(t, "Job", "agentrun-system/ar-manager-release")
+	if got := field(job, "metadata", "annotations", "helm.sh/hook"); got != "pre-delete" {
+		t.Errorf("hook %v", got)
+	}
+	spec := field(job, "spec", "template", "spec")
+	if sa := field(spec, "serviceAccountName"); sa != "ar-manager" {
+		t.Errorf("serviceAccountName %v", sa)
+	}
+	manager := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image")
+	if img := field(spec, "containers", 0, "image"); img != manager {
+		t.Errorf("image %v, the manager's is %v", img, manager)
+	}
+	if args := asYAML(t, field(spec, "containers", 0, "args")); args != "- --release-harvest-finalizers\n- --watch-namespaces=team-a,team-b\n" {
+		t.Errorf("args %s", args)
+	}
+	if c := field(spec, "containers", 0, "securityContext", "allowPrivilegeEscalation"); c != false {
+		t.Errorf("allowPrivilegeEscalation %v", c)
+	}
+	if l := field(job, "spec", "template", "metadata", "labels", "app.kubernetes.io/component"); l != "release-hook" {
+		t.Errorf("component %v: the manager's selectors must not pick the hook", l)
+	}
+	if got := render(t, "--set", "releaseOnUninstall=false").all("Job"); len(got) != 0 {
+		t.Errorf("releaseOnUninstall=false: Jobs %v", got)
+	}
+}

@@ -5,6 +5,7 @@
 //	usage             tokens and cost summed over runs, by namespace, runtime or model
 //	run --runtime R   an AgentRun made from flags, followed like `logs -f`
 //	ui                a web view of runs, live events and spend (kubectlplugin/ui)
+//	release           frees agent Pods from the harvest finalizer when no manager will
 //
 // cmd/kubectl-agentrun is a thin main around Env.Main. The verbs talk to
 // the API server with controller-runtime's client, from kubectl's own
@@ -71,6 +72,7 @@ Usage:
   kubectl agentrun usage [-n NS | -A] [-l SELECTOR] [--since DURATION] [--by namespace|runtime|model]
   kubectl agentrun run --runtime RUNTIME [--model M] [-f FILE | PROMPT] [flags]
   kubectl agentrun ui [-n NS | -A] [--port P] [--address 127.0.0.1] [--no-open] [--trace-url URL]
+  kubectl agentrun release [-n NS | -A]
 
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server, ...)
 work with every verb. Run "kubectl agentrun VERB -h" for the flags of a verb.
@@ -85,11 +87,12 @@ const connectionHelp = `kubectl's connection flags work too: --kubeconfig, --con
 // verbs are the plugin's commands, each given its flag set (with the
 // connection flags already bound) and the arguments to parse.
 var verbs = map[string]func(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args []string) int{
-	"get":   getCmd,
-	"logs":  logsCmd,
-	"usage": usageCmd,
-	"run":   runCmd,
-	"ui":    uiCmd,
+	"get":     getCmd,
+	"logs":    logsCmd,
+	"usage":   usageCmd,
+	"run":     runCmd,
+	"ui":      uiCmd,
+	"release": releaseCmd,
 }
 
 // Main runs one `kubectl agentrun` command line and returns its exit code.

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -37,6 +40,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
+	"github.com/agentrun-dev/agentrun/harvest"
 )
 
 // config is the manager's command line.
@@ -117,6 +121,7 @@ func main() {
 	flag.StringVar(&otlp.ResourceAttributes, "otlp-resource-attributes", "", "more resource attributes of the runs, key=value,... (OTEL_RESOURCE_ATTRIBUTES)")
 	flag.StringVar(&otlp.SemconvOptIn, "otlp-semconv-opt-in", "", "OTEL_SEMCONV_STABILITY_OPT_IN of the runs and of the manager's own gen_ai metrics (gen_ai_latest_experimental: the latest GenAI conventions)")
 	flag.BoolVar(&otlp.CaptureContent, "otlp-capture-content", false, "export the runs' prompts, texts and results (each cut at 4 KiB)")
+	release := flag.Bool("release-harvest-finalizers", false, "do not run the manager: remove the agentrun.dev/harvest finalizer from the agent Pods of --watch-namespaces (all namespaces when empty) and exit, so that no Pod waits for a manager that is gone (the chart's pre-delete hook; docs/kubernetes/operations.md)")
 	flag.DurationVar(&c.budgetInterval, "budget-status-interval", controllers.DefaultBudgetInterval, "least time between two writes of an AgentBudget's status that only move its numbers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -150,6 +155,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(2)
+	}
+	if *release {
+		if err := releaseHarvest(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), c.watchNamespaces); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -295,6 +307,30 @@ func managerOptions(c config, scheme *runtime.Scheme) (ctrl.Options, error) {
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
 	}, nil
+}
+
+// releaseHarvest removes the harvest finalizer from the agent Pods of the
+// namespaces (every namespace when there are none), logging each Pod.
+func releaseHarvest(ctx context.Context, cfg *rest.Config, namespaces []string) error {
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return err
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	log := ctrl.Log.WithName("release")
+	for _, ns := range namespaces {
+		released, err := harvest.Release(ctx, c, ns)
+		for _, p := range released {
+			log.Info("released the agent Pod: it no longer waits for a manager", "pod", p.String())
+		}
+		if err != nil {
+			return err
+		}
+		log.Info("released the agent Pods", "namespace", ns, "pods", len(released))
+	}
+	return nil
 }
 
 func run(c config) error {
