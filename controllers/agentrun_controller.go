@@ -16,6 +16,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -209,6 +210,10 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 	old := run.Status
 	st := computeStatus(old, run.Generation, s.obs, s.outcome)
 	st = r.completeStatus(s, old, st)
+	if !isTerminal(old) && isTerminal(st) && len(run.Labels) > 0 {
+		// The labels the budgets counted it by (BudgetLabels) from now on.
+		st.LabelsAtEnd = maps.Clone(run.Labels)
+	}
 	if !equality.Semantic.DeepEqual(old, st) {
 		base := run.DeepCopy()
 		run.Status = st

@@ -564,6 +564,12 @@ type AgentRunStatus struct {
 	JobName string `json:"jobName,omitempty"`
 	// +optional
 	PodName string `json:"podName,omitempty"`
+	// LabelsAtEnd are the run's labels when it ended: the AgentBudgets
+	// that counted it go on counting it by these, so relabelling an ended
+	// run does not take its spend out of a budget. Absent for a run that
+	// ended without labels (its labels then count).
+	// +optional
+	LabelsAtEnd map[string]string `json:"labelsAtEnd,omitempty"`
 	// Counters are the run's tallies: so far while it is Running, the
 	// end's once it ended.
 	// +optional

@@ -146,7 +146,8 @@ const (
 // AgentBudget condition types.
 const (
 	// ConditionExhausted is True while the budget is spent (reason
-	// TokensSpent or CostSpent, or InvalidWindow), False (reason
+	// TokensSpent or CostSpent, or InvalidWindow or InvalidSelector),
+	// False (reason
 	// WithinBudget) otherwise. While it is True, new runs the budget
 	// covers stay Queued and the running ones are stopped.
 	ConditionExhausted = "Exhausted"
@@ -164,4 +165,9 @@ const (
 	// manager does not know): the budget counts as spent until it is
 	// fixed.
 	ReasonInvalidWindow = "InvalidWindow"
+	// ReasonInvalidSelector: spec.selector does not parse (a budget stored
+	// before the CRD checked selectors): the budget covers every run of
+	// its namespace and counts as spent until it is fixed, rather than
+	// covering nothing.
+	ReasonInvalidSelector = "InvalidSelector"
 )
