@@ -694,3 +694,20 @@ func TestReleaseHook(t *testing.T) {
 		t.Errorf("releaseOnUninstall=false: Jobs %v", got)
 	}
 }
+
+// TestLeaderElectionID: each release elects its leader on its own lease
+// (two releases with disjoint watchNamespaces do not share one leader),
+// unless leaderElectionID names one.
+func TestLeaderElectionID(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--leader-election-id=ar-manager.agentrun.dev"},
+		{[]string{"--set", "leaderElectionID=team-a.example.com"}, "--leader-election-id=team-a.example.com"},
+	} {
+		if args := render(t, tc.args...).managerArgs(t); !slices.Contains(args, tc.want) {
+			t.Errorf("%v: args %v, want %s", tc.args, args, tc.want)
+		}
+	}
+}

@@ -256,10 +256,15 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 // CacheOptions keep the manager's cache to agentrun's own Jobs and Pods.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Label: sel},
-		&batchv1.Job{}: {Label: sel},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Label: sel},
+			&batchv1.Job{}: {Label: sel},
+		},
+		// managedFields are often the larger part of an object, and the
+		// manager never reads them: a cache of many runs is smaller without.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }
 
 // SetupWithManager reads as the flow: AgentRuns own Jobs, whose Pods are

@@ -64,11 +64,14 @@ type config struct {
 	// empty: all namespaces.
 	watchNamespaces []string
 	leaderElect     bool
-	concurrency     int
-	qps             float64
-	burst           int
-	graces          controllers.Graces
-	job             controllers.JobConfig
+	// leaderElectionID names the lease: one per install, so that two
+	// releases (disjoint watchNamespaces) each elect their own leader.
+	leaderElectionID string
+	concurrency      int
+	qps              float64
+	burst            int
+	graces           controllers.Graces
+	job              controllers.JobConfig
 	// live reads running runs' progress from their Pods
 	// (docs/kubernetes/live-usage.md); off: usage reaches status at the end
 	// only.
@@ -88,6 +91,7 @@ func main() {
 	flag.BoolVar(&c.enableHTTP2, "enable-http2", false, "serve metrics over HTTP/2 too (off: HTTP/2 stream floods reach the server before authentication)")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	flag.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader, for more than one replica")
+	flag.StringVar(&c.leaderElectionID, "leader-election-id", "agentrun-manager.agentrun.dev", "name of the leader election lease in the manager's namespace (the chart's default: <release>-manager.agentrun.dev), one per install")
 	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile AgentRuns in (Roles there suffice); empty: all namespaces")
 	flag.StringVar(&c.job.RunnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
 	flag.StringVar(&pullPolicy, "runner-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of the runner image")
@@ -300,7 +304,7 @@ func managerOptions(c config, scheme *runtime.Scheme) (ctrl.Options, error) {
 		Metrics:                metrics,
 		HealthProbeBindAddress: c.probeAddr,
 		LeaderElection:         c.leaderElect,
-		LeaderElectionID:       "agentrun-manager.agentrun.dev",
+		LeaderElectionID:       c.leaderElectionID,
 		// The process exits as soon as the manager stops, so giving the
 		// lease back is safe, and a rollout's new Pod leads at once
 		// instead of after the lease expires.
