@@ -247,8 +247,8 @@ const maxTrimmedTextBytes = 256
 // one as too large (an AgentRun whose spec or metadata leaves little room
 // under the object size limit): the end, the totals, the counters, names
 // and times stay, and what only the event log needs in full goes (the
-// result, the by-model split, the activity), each marked where the API
-// has a mark. A pure function.
+// result, the by-model split, the activity, the labels at the end), each
+// marked where the API has a mark. A pure function.
 func trimStatus(st v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 	st = *st.DeepCopy()
 	if st.Result != nil {
@@ -260,6 +260,9 @@ func trimStatus(st v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
 	if p := st.Progress; p != nil {
 		p.Activity = ""
 	}
+	// A run with many labels would otherwise carry them twice; budgets
+	// then count it by its labels of the moment.
+	st.LabelsAtEnd = nil
 	st.Detail = cutText(st.Detail, maxTrimmedTextBytes)
 	for i := range st.Conditions {
 		st.Conditions[i].Message = cutText(st.Conditions[i].Message, maxTrimmedTextBytes)

@@ -88,16 +88,17 @@ func TestTrimStatus(t *testing.T) {
 	st := v1alpha1.AgentRunStatus{
 		Phase: v1alpha1.PhaseSucceeded, EndStatus: events.StatusFinished,
 		Result: ptr.To(strings.Repeat("r", 1000)), Detail: strings.Repeat("d", 1000),
-		Usage:    &v1alpha1.Usage{TotalTokens: ptr.To(int64(7)), ByModel: map[string]v1alpha1.TokenCounts{"a": {}}},
-		Counters: &v1alpha1.Counters{Tools: 4},
-		Progress: &v1alpha1.Progress{ToolCalls: 4, Activity: "[main] tool Bash"},
+		Usage:       &v1alpha1.Usage{TotalTokens: ptr.To(int64(7)), ByModel: map[string]v1alpha1.TokenCounts{"a": {}}},
+		Counters:    &v1alpha1.Counters{Tools: 4},
+		Progress:    &v1alpha1.Progress{ToolCalls: 4, Activity: "[main] tool Bash"},
+		LabelsAtEnd: map[string]string{"team": "a"},
 		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: "Finished",
 			Message: strings.Repeat("m", 1000)}},
 	}
 	before := *st.DeepCopy()
 	got := trimStatus(st)
 	if got.Result != nil || !got.ResultTruncated || got.Usage.ByModel != nil || !got.Usage.ByModelTruncated ||
-		*got.Usage.TotalTokens != 7 || got.Counters.Tools != 4 || got.Progress.Activity != "" || got.Progress.ToolCalls != 4 ||
+		*got.Usage.TotalTokens != 7 || got.Counters.Tools != 4 || got.Progress.Activity != "" || got.Progress.ToolCalls != 4 || got.LabelsAtEnd != nil ||
 		got.Phase != v1alpha1.PhaseSucceeded || got.EndStatus != events.StatusFinished {
 		t.Errorf("trimmed %+v", got)
 	}
@@ -110,5 +111,60 @@ func TestTrimStatus(t *testing.T) {
 	if !tooLarge(apierrors.NewRequestEntityTooLargeError("limit is 3145728")) || !tooLarge(apierrors.NewInternalError(fmt.Errorf("etcdserver: request is too large"))) ||
 		tooLarge(nil) || tooLarge(apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("agentruns").GroupResource(), "r", nil)) {
 		t.Error("tooLarge")
+	}
+}
+
+// TestManyModelsEndTheRun: the reproduction. An agent that names
+// 20,000 models, whose end summary had to cut the split so that the
+// manager reads the end from the event log, still ends Succeeded: status
+// holds the 64 largest models, byModelTruncated, and the whole totals.
+// The API server itself refuses a status with more models than the CRD's
+// maxProperties.
+func TestManyModelsEndTheRun(t *testing.T) {
+	h := newHarness(t)
+	h.createRun("many", nil)
+	pod := h.startPod(h.job("many"))
+	end := anEnd("done")
+	for i := range 20000 {
+		end.Usage.AddModel(fmt.Sprintf("model-%05d", i), events.TokenCounts{InputTokens: events.Int64(int64(i + 1))})
+	}
+	h.logs.set(h.ns, pod.Name, append(endLine(end), '\n'), nil)
+	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", message(end), true))
+	run := h.phaseIs("many", v1alpha1.PhaseSucceeded)
+	u := run.Status.Usage
+	if len(u.ByModel) != v1alpha1.MaxByModel || !u.ByModelTruncated || *u.TotalTokens != *end.Usage.Total() {
+		t.Errorf("%d models, truncated %v, total %d (want %d)", len(u.ByModel), u.ByModelTruncated, *u.TotalTokens, *end.Usage.Total())
+	}
+	if _, ok := u.ByModel["model-19999"]; !ok {
+		t.Error("the largest model is not in status")
+	}
+	if h.logs.readCount() == 0 {
+		t.Error("the event log was not read: the summary did not cut the split")
+	}
+
+	over := map[string]v1alpha1.TokenCounts{}
+	for i := range v1alpha1.MaxByModel + 1 {
+		over[fmt.Sprintf("m%d", i)] = v1alpha1.TokenCounts{}
+	}
+	run.Status.Usage.ByModel = over
+	if err := h.c.Status().Update(h.ctx, run); err == nil || !strings.Contains(err.Error(), "status.usage.byModel") {
+		t.Errorf("a status with %d models: %v, want the CRD's refusal", len(over), err)
+	}
+}
+
+// The manager's cache keeps no managedFields (often the larger part of an
+// object, never read).
+func TestCacheStripsManagedFields(t *testing.T) {
+	tr := CacheOptions().DefaultTransform
+	if tr == nil {
+		t.Fatal("no DefaultTransform")
+	}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	out, err := tr(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf := out.(*v1alpha1.AgentRun).ManagedFields; len(mf) != 0 {
+		t.Errorf("managedFields %v kept", mf)
 	}
 }
