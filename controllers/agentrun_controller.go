@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -279,7 +280,16 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.spendCounter = newSpendCounter(r.Prices.Models())
 	reader := client.Reader(mgr.GetCache())
-	state.reader.Store(&reader)
+	// A runnable without NeedLeaderElection runs on the leader only: the
+	// gauges are reported by one replica (stateCollector).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		state.reader.Store(&reader)
+		<-ctx.Done()
+		state.reader.CompareAndSwap(&reader, nil)
+		return nil
+	})); err != nil {
+		return err
+	}
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {
 		n = 4
