@@ -711,3 +711,34 @@ func TestLeaderElectionID(t *testing.T) {
 		}
 	}
 }
+
+// TestImagesAndSubchart: imageRegistry puts both default images under one
+// registry, image.digest pins the manager (and its release hook), the
+// chart renders as a subchart (a parent's global values), and
+// podDisruptionBudget adds a PDB on the manager's Pods.
+func TestImagesAndSubchart(t *testing.T) {
+	version := appVersion(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	r := render(t, "--set", "imageRegistry=registry.example.com/agentrun", "--set", "image.digest="+digest,
+		"--set", "global.imageRegistry=ignored", "--set", "podDisruptionBudget.enabled=true", "--set", "replicas=2")
+	manager := "registry.example.com/agentrun/agentrun-manager:" + version + "@" + digest
+	if img := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image"); img != manager {
+		t.Errorf("manager image %v, want %s", img, manager)
+	}
+	if img := field(r.get(t, "Job", "agentrun-system/ar-manager-release"), "spec", "template", "spec", "containers", 0, "image"); img != manager {
+		t.Errorf("release hook image %v, want %s", img, manager)
+	}
+	if want := "--runner-image=registry.example.com/agentrun/agentrun-runner:" + version; !slices.Contains(r.managerArgs(t), want) {
+		t.Errorf("manager args %v, want %s", r.managerArgs(t), want)
+	}
+	pdb := r.get(t, "PodDisruptionBudget", "agentrun-system/ar-manager")
+	if field(pdb, "spec", "minAvailable") != float64(1) || field(pdb, "spec", "selector", "matchLabels", "app.kubernetes.io/component") != "manager" {
+		t.Errorf("PodDisruptionBudget %s", asYAML(t, pdb))
+	}
+	if got := render(t).all("PodDisruptionBudget"); len(got) != 0 {
+		t.Errorf("a PodDisruptionBudget by default: %v", got)
+	}
+	if img := field(render(t).get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image"); img != "agentrun-manager:"+version {
+		t.Errorf("default manager image %v", img)
+	}
+}

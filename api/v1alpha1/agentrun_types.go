@@ -721,6 +721,7 @@ const AnnotationTraceState = "agentrun.dev/tracestate"
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ended")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Activity",type=string,JSONPath=`.status.progress.activity`,priority=1
