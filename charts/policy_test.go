@@ -156,7 +156,8 @@ func TestAdmissionPolicy(t *testing.T) {
 		"--set", "policy.preset=strict",
 		"--set", `policy.namespaceSelector.matchLabels.agentrun\.dev/policy=strict`,
 		"--set-json", `policy.spec={"allowedRuntimes":["claude-code","pi"],"allowedImages":["` + runner + `","registry.example.com/agentrun/*"],` +
-			`"maxTurns":50,"maxTokens":2000000,"allowedRuntimeClasses":["gvisor"]}`,
+			`"maxTurns":50,"maxTokens":2000000,"allowedRuntimeClasses":["gvisor"],` +
+			`"allowedGitRepositories":["https://git.example.com/team/*","https://github.com/org/app","http://git.example.com/plain/app"],"allowedGitBranchPrefixes":["agentrun/","bots/"]}`,
 	}
 	modelDefault := []string{"--set-json", `defaults.network={"mode":"Custom","allowHosts":["api.anthropic.com:443"]}`}
 	// One install: the AgentRunPolicy CRD (crds/) first, then the
@@ -231,6 +232,18 @@ func TestAdmissionPolicy(t *testing.T) {
 			s.PodOverrides = &v1alpha1.PodOverrides{RuntimeClassName: ptr.To("runc")}
 		},
 			"spec.podOverrides.runtimeClassName runc is not allowed by " + by + ": use one of gvisor, or leave it out (the cluster's default runtime)"},
+		{"a repository under an allowed prefix, a patch", gitRun("https://git.example.com/team/app.git", nil), ""},
+		{"an allowed repository, the run's own branch", gitRun("https://github.com/org/app", &v1alpha1.GitPush{Mode: v1alpha1.PushBranch}), ""},
+		{"an allowed branch prefix", gitRun("https://github.com/org/app", &v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "bots/fix-1"}), ""},
+		{"another repository", gitRun("https://github.com/org/app-evil", nil),
+			"spec.git.repository https://github.com/org/app-evil is not allowed by " + by + ": allowed: https://git.example.com/team/*, https://github.com/org/app, http://git.example.com/plain/app"},
+		{"beside the prefix", gitRun("https://git.example.com/team-evil/app", nil), "spec.git.repository https://git.example.com/team-evil/app is not allowed"},
+		{"a push to main", gitRun("https://github.com/org/app", &v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "main"}),
+			"spec.git.push to the branch main is not allowed by " + by + ": push to a branch starting with agentrun/ or bots/, or use push mode Patch"},
+		{"plain http", func(s *v1alpha1.AgentRunSpec) {
+			gitRun("https://git.example.com/team/app", nil)(s)
+			s.Git.Repository, s.Git.PlainHTTP = "http://git.example.com/plain/app", true
+		}, "spec.git.plainHTTP is not allowed by " + by + ": clone over https://"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tryCreate(ctx, k, agentRun("policed", tc.change))
@@ -305,4 +318,12 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// gitRun gives a run spec.git with a token.
+func gitRun(repo string, push *v1alpha1.GitPush) func(*v1alpha1.AgentRunSpec) {
+	return func(s *v1alpha1.AgentRunSpec) {
+		s.Git = &v1alpha1.GitWorkspace{Repository: repo, Push: push, Credential: &v1alpha1.GitCredential{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "git"}, Key: "token"}}}
+	}
 }

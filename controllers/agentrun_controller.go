@@ -109,6 +109,8 @@ func (s *scope) requeueAfter(d time.Duration) {
 
 // The manager never deletes an AgentRun (it is the run's record, and
 // GitOps tools would re-create it); it deletes Pods only to cancel a run.
+// It creates one ConfigMap per run with a patch (spec.git), owned by the
+// run, and reads it back only by name (no list or watch of ConfigMaps).
 //
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
@@ -124,6 +126,7 @@ func (s *scope) requeueAfter(d time.Duration) {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentbudgets,verbs=get;list;watch
 
 // Reconcile brings one AgentRun a step closer to its end: the Job, then the

@@ -57,6 +57,9 @@ type observation struct {
 	// the summary was cut.
 	LogEnd *events.End
 	LogErr error
+	// Patch is what the harvest did with the run's patch (spec.git push
+	// mode Patch, a change published as a patch).
+	Patch *patchKept
 	// Cancel: spec.stop is set.
 	Cancel bool
 	// Started: the agent container was seen running before (status has

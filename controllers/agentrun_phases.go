@@ -141,7 +141,8 @@ func (r *AgentRunReconciler) reconcilePod(ctx context.Context, s *scope) error {
 // reconcileHarvest reads the end of a run whose agent container
 // terminated: the summary from its termination message, and, when the
 // summary was cut, the end event from the events container's log, read
-// only after that container terminated. Then it decides the outcome.
+// only after that container terminated; a patch from the patch
+// container's log into the run's ConfigMap. Then it decides the outcome.
 func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) error {
 	if s.outcome != nil {
 		return nil
@@ -156,6 +157,16 @@ func (r *AgentRunReconciler) reconcileHarvest(ctx context.Context, s *scope) err
 		}
 		if err == nil && sum.Cut() {
 			if !r.readEventLog(ctx, s, pod, t) {
+				s.waiting = true
+				return nil
+			}
+		}
+		if g := endGit(s.obs); g != nil && g.Patch != nil && hasPatchContainer(pod) {
+			done, err := r.keepPatch(ctx, s, pod, t)
+			if err != nil {
+				return err
+			}
+			if !done {
 				s.waiting = true
 				return nil
 			}

@@ -136,6 +136,7 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 		if iso := s.Isolation; iso != nil && !iso.Unavailable {
 			st.Isolation = statusIsolation(*iso)
 		}
+		st.Git = statusGit(endGit(o), o.Patch)
 		st.Counters = statusCounters(s.Counters)
 		if s.DetailCut && oc.FromSummary {
 			detail += " [cut; the whole detail is in the event log]"

@@ -248,6 +248,14 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 
 	flags := RunFlags(spec)
 	flags.NewTraceID = newTraceID(run, cfg.Telemetry)
+	flags.GitFlags = gitFlags(run)
+	if g := spec.Git; g != nil && g.Credential != nil {
+		// The runner's environment only: it clones and pushes with it,
+		// and its proxy attaches it to the agent's fetches of the
+		// repository; the agent gets none of it.
+		env = append(env, corev1.EnvVar{Name: podcontract.GitTokenEnv,
+			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: g.Credential.SecretKeyRef.DeepCopy()}})
+	}
 	agent := corev1.Container{
 		Name:                     podcontract.AgentContainer,
 		Image:                    image,
@@ -290,9 +298,20 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		},
 	}
 
+	sidecars := []corev1.Container{events}
+	if flags.PatchFile != "" {
+		patch := events
+		patch.Name = podcontract.PatchContainer
+		patch.Args = patchArgs()
+		patch.Ports = nil
+		patch.Resources = *events.Resources.DeepCopy()
+		patch.SecurityContext = events.SecurityContext.DeepCopy()
+		sidecars = append(sidecars, patch)
+	}
+
 	return corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
-		InitContainers:                []corev1.Container{events},
+		InitContainers:                sidecars,
 		Containers:                    []corev1.Container{agent},
 		Volumes:                       volumes,
 		AutomountServiceAccountToken:  ptr.To(false),
@@ -338,6 +357,84 @@ func sidecarArgs(spec v1alpha1.AgentRunSpec, port int32) []string {
 		f.MeterFile = podcontract.MeterFile
 	}
 	return f.Args()
+}
+
+// patchArgs are the patch container's arguments: after the end event it
+// writes the run's patch to its log, which the manager keeps in the run's
+// ConfigMap (package sidecar/patchlog).
+func patchArgs() []string {
+	return podcontract.TailFlags{
+		// As the events sidecar: a sidecar that exits early is restarted.
+		Linger:    60 * time.Second,
+		PatchFile: podcontract.PatchFile,
+		File:      podcontract.EventsFile,
+	}.Args()
+}
+
+// gitFlags are the runner's --repo flags for spec.git (docs/git.md): the
+// token from podcontract.GitTokenEnv, the run's own branch unless the spec
+// names one, and the patch where the patch container finds it.
+func gitFlags(run *v1alpha1.AgentRun) podcontract.GitFlags {
+	g := run.Spec.Git
+	if g == nil {
+		return podcontract.GitFlags{}
+	}
+	f := podcontract.GitFlags{
+		Repo: g.Repository, Ref: g.Ref, Depth: podcontract.DefaultGitDepth,
+		Submodules: g.Submodules, GitPlainHTTP: g.PlainHTTP,
+		Push: podcontract.DefaultPush, PushWhen: podcontract.DefaultPushWhen,
+	}
+	if g.Depth != nil {
+		f.Depth = int(*g.Depth)
+	}
+	if c := g.Credential; c != nil {
+		f.GitCredential = podcontract.GitTokenEnv
+		f.GitAuth = gitAuthFlag(c)
+	}
+	push := g.Push
+	if push == nil {
+		push = &v1alpha1.GitPush{}
+	}
+	if push.When == v1alpha1.PushWhenAlways {
+		f.PushWhen = "always"
+	}
+	switch push.Mode {
+	case v1alpha1.PushNone:
+		f.Push = "none"
+	case v1alpha1.PushBranch:
+		f.Push = "branch"
+		f.Branch = push.Branch
+		if f.Branch == "" {
+			f.Branch = DefaultGitBranch(run)
+		}
+	default:
+		f.Push = "patch"
+		f.PatchFile = podcontract.PatchFile
+	}
+	return f
+}
+
+// gitAuthFlag is --git-auth for a credential: basic with its username
+// (the runner's default, x-access-token, when none), or bearer.
+func gitAuthFlag(c *v1alpha1.GitCredential) string {
+	switch {
+	case c.Auth == v1alpha1.GitAuthBearer:
+		return "bearer"
+	case c.Username != "":
+		return "basic:" + c.Username
+	}
+	return ""
+}
+
+// DefaultGitBranch is a run's branch when spec.git.push.branch is empty:
+// agentrun/<name>-<the first 8 characters of its uid>, so a run of the
+// same name again gets a branch of its own.
+func DefaultGitBranch(run *v1alpha1.AgentRun) string {
+	uid := string(run.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return "agentrun/" + run.Name + "-" + uid
 }
 
 // agentResources are the run's own resources where it sets them, and the

@@ -81,3 +81,17 @@ func cloneInt64(p *int64) *int64 {
 	v := *p
 	return &v
 }
+
+// hasPatchContainer: the Pod was built with the patch container (spec.git
+// push mode Patch).
+func hasPatchContainer(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == podcontract.PatchContainer {
+			return true
+		}
+	}
+	return false
+}

@@ -293,11 +293,21 @@ func (f *fakeLogs) set(ns, pod string, data []byte, err error) {
 	f.logs[ns+"/"+pod] = fakeLog{data, err}
 }
 
+// setContainer sets the log of one container (set's is every other's).
+func (f *fakeLogs) setContainer(ns, pod, container string, data []byte, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs[ns+"/"+pod+"/"+container] = fakeLog{data, err}
+}
+
 func (f *fakeLogs) TailLog(_ context.Context, ns, pod, container string, lines, limit int64) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = append(f.reads, fmt.Sprintf("%s/%s/%s lines=%d limit=%d", ns, pod, container, lines, limit))
-	l, ok := f.logs[ns+"/"+pod]
+	l, ok := f.logs[ns+"/"+pod+"/"+container]
+	if !ok {
+		l, ok = f.logs[ns+"/"+pod]
+	}
 	if !ok {
 		return nil, fmt.Errorf("no log for %s/%s", ns, pod)
 	}

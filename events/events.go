@@ -78,6 +78,11 @@ const (
 	// of the run's repository, carrying the git credential's stand-in or
 	// to a host the network policy allows only for that fetch (403).
 	ReasonGitScope = "git_scope"
+	// ReasonCredentialAddress: a request under another name, or as an IP
+	// address, to an address and port of a credential destination or of
+	// the run's repository, which are reached only by their own name,
+	// through the proxy's interceptor (403).
+	ReasonCredentialAddress = "credential_address"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.

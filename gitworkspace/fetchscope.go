@@ -29,6 +29,7 @@ type FetchScope struct {
 	// header is the real Authorization value; standIn the token the
 	// agent holds instead.
 	header, standIn string
+	agentAuth       string // the agent's Authorization value (the stand-in's)
 	secrets         []credentials.Secret
 	authority       *credentials.Authority
 	roots           *x509.CertPool
@@ -51,27 +52,40 @@ func NewFetchScope(c *Checkout, authority *credentials.Authority, roots *x509.Ce
 	if tok := c.spec.Token; tok != "" {
 		f.header = c.spec.Auth.header(tok)
 		agent := c.spec.Auth.header(f.standIn)
-		f.secrets = []credentials.Secret{{Value: f.header, StandIn: agent}, {Value: tok, StandIn: f.standIn}}
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-			f.secrets = append(f.secrets, credentials.Secret{Value: enc.EncodeToString([]byte(tok)), StandIn: enc.EncodeToString([]byte(f.standIn))})
-		}
+		// Every form the credentials' answers are scrubbed of (the
+		// percent-encoded, quoted and base64 ones, base64 without its
+		// padding): with a user whose "user:" is not a multiple of three
+		// long, the Basic value's base64 does not hold the token's, and
+		// a redirect's percent-encoded echo of it would hand it out.
+		values := []credentials.Secret{{Value: f.header, StandIn: agent}, {Value: tok, StandIn: f.standIn}}
 		if v, ok := strings.CutPrefix(f.header, "Basic "); ok {
-			f.secrets = append(f.secrets, credentials.Secret{Value: v, StandIn: strings.TrimPrefix(agent, "Basic ")})
+			values = append(values, credentials.Secret{Value: v, StandIn: strings.TrimPrefix(agent, "Basic ")})
 		}
+		f.secrets = credentials.Forms(values...)
+		f.agentAuth = agent
 	}
 	return f
 }
 
 // AgentConfig is the git configuration the agent's git reads (its
-// GIT_CONFIG_GLOBAL): the stand-in as the repository's Authorization
-// header, the CA bundle that trusts the run's authority, and an identity
-// for the agent's commits. Nothing in it is a secret.
-func (f *FetchScope) AgentConfig(caBundle string) string {
+// GIT_CONFIG_GLOBAL): an identity for the agent's commits, the checkout as
+// a safe directory (in a Pod the workspace's mount point is not the
+// agent's: git would refuse the repository as of dubious ownership; a
+// repository agentrun cloned for this run needs no such protection, the
+// host's git trusts none of it), and with the proxy's fetch scope (nil
+// without the sandbox or the network) the stand-in as the repository's
+// Authorization header and the CA bundle that trusts the run's authority.
+// Nothing in it is a secret.
+func (c *Checkout) AgentConfig(f *FetchScope, caBundle string) string {
 	var b strings.Builder
 	b.WriteString("# Written by agentrun for this run (docs/git.md): the token is a stand-in,\n# which the filter proxy replaces for fetches of the repository only.\n")
 	fmt.Fprintf(&b, "[user]\n\tname = agent\n\temail = agent@agentrun.invalid\n")
+	fmt.Fprintf(&b, "[safe]\n\tdirectory = %s\n", configQuote(c.workspace))
+	if f == nil {
+		return b.String()
+	}
 	if caBundle != "" {
-		fmt.Fprintf(&b, "[http]\n\tsslCAInfo = %s\n", caBundle)
+		fmt.Fprintf(&b, "[http]\n\tsslCAInfo = %s\n", configQuote(caBundle))
 	}
 	if f.header != "" {
 		fmt.Fprintf(&b, "[http %q]\n\textraHeader = Authorization: %s\n", f.remote.String(), f.agentHeader())
@@ -79,18 +93,22 @@ func (f *FetchScope) AgentConfig(caBundle string) string {
 	return b.String()
 }
 
-func (f *FetchScope) agentHeader() string {
-	for _, s := range f.secrets {
-		if s.Value == f.header {
-			return s.StandIn
-		}
-	}
-	return ""
+// configQuote quotes a value for a git configuration file: a path
+// agentrun chose, quoted so that no character of it ends the value.
+func configQuote(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(v) + `"`
 }
+
+func (f *FetchScope) agentHeader() string { return f.agentAuth }
 
 // Claims reports whether host:port is the repository's.
 func (f *FetchScope) Claims(host string, port int) bool {
 	return strings.EqualFold(strings.TrimSuffix(host, "."), f.remote.host) && port == f.remote.port
+}
+
+// Destinations: the repository's host:port.
+func (f *FetchScope) Destinations() []proxy.Destination {
+	return []proxy.Destination{{Host: f.remote.host, Port: f.remote.port}}
 }
 
 // PlainHTTP: only a repository declared http:// is spoken to in plain HTTP.
@@ -203,8 +221,19 @@ func (f *FetchScope) Response(host string, port int, r *http.Request, resp *http
 
 // RedactText takes the token out of text the proxy writes.
 func (f *FetchScope) RedactText(host string, port int, r *http.Request, text string) string {
-	for _, s := range f.secrets {
-		text = strings.ReplaceAll(text, s.Value, s.StandIn)
+	return string(f.Redact([]byte(text)))
+}
+
+// Redact takes the token, in every form the answers are scrubbed of and
+// in any letter case, out of b.
+func (f *FetchScope) Redact(b []byte) []byte { return credentials.RedactSecrets(b, f.secrets) }
+
+// RedactLogs takes the token out of the process's log until release is
+// called: Go's HTTP client logs, quoted, what the git host sent on an idle
+// connection.
+func (f *FetchScope) RedactLogs() (release func()) {
+	if len(f.secrets) == 0 {
+		return func() {}
 	}
-	return text
+	return credentials.RedactLogs(f)
 }

@@ -268,3 +268,50 @@ func TestRecordBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentConfigOwnership: in a Pod the workspace's mount point belongs to
+// root while the agent runs as another user, which makes git refuse the
+// checkout as of dubious ownership; the agent's configuration names the
+// checkout as safe, and gives its commits an identity. Without the config,
+// the refusal (the test holds that it is a real one).
+func TestAgentConfigOwnership(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the checkout must belong to another user than the agent")
+	}
+	f := newFixture(t)
+	parent, err := os.MkdirTemp("", "agentrun-ownership-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o755)
+	ws := filepath.Join(parent, "workspace")
+	c, err := Clone(context.Background(), f.spec, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The agent's user may write the files but does not own the
+	// directory, as in a Pod's emptyDir with fsGroup.
+	if out, err := exec.Command("chmod", "-R", "a+rwX", ws).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	config := filepath.Join(parent, "agentrun-gitconfig")
+	if err := os.WriteFile(config, []byte(c.AgentConfig(nil, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := func(config string) (string, error) {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+			"echo x >> README.md && git add -A && git commit -qm 'agent: x' && git log -1 --format=%an")
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + config}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := agent("/dev/null"); err == nil || !strings.Contains(out, "dubious ownership") {
+		t.Fatalf("without the config: %v %s; want git's dubious ownership refusal", err, out)
+	}
+	if out, err := agent(config); err != nil || strings.TrimSpace(out) != "agent" {
+		t.Fatalf("with the agent's config: %v %s", err, out)
+	}
+}

@@ -109,12 +109,23 @@ func noRuns(ns string, all bool) string {
 // printRuns writes the table of get.
 func printRuns(w io.Writer, runs []v1alpha1.AgentRun, withNamespace bool, now time.Time) error {
 	header := []string{"NAME", "STATUS", "REASON", "TOKENS", "COST", "DURATION", "AGE", "RESULT"}
+	// CHANGE only when a run works on a repository (spec.git).
+	withChange := false
+	for i := range runs {
+		withChange = withChange || runs[i].Spec.Git != nil
+	}
+	if withChange {
+		header = append(header[:len(header)-1:len(header)-1], "CHANGE", "RESULT")
+	}
 	if withNamespace {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
 	rows := make([][]string, 0, len(runs))
 	for i := range runs {
 		row := runRow(&runs[i], now)
+		if withChange {
+			row = append(row[:len(row)-1:len(row)-1], changeCell(&runs[i]), row[len(row)-1])
+		}
 		if withNamespace {
 			row = append([]string{runs[i].Namespace}, row...)
 		}
@@ -163,4 +174,21 @@ func runDuration(run *v1alpha1.AgentRun, now time.Time) string {
 		return formatDuration(now.Sub(st.StartTime.Time))
 	}
 	return none
+}
+
+// changeCell is the CHANGE cell: the diff stat and where it went (the
+// run's branch, or "patch"), "unchanged", or none.
+func changeCell(run *v1alpha1.AgentRun) string {
+	g := run.Status.Git
+	switch {
+	case g == nil:
+		return none
+	case g.BaseCommit == g.HeadCommit:
+		return "unchanged"
+	case g.Pushed:
+		return g.DiffStat + " " + g.Branch
+	case g.PatchConfigMap != "":
+		return g.DiffStat + " patch"
+	}
+	return g.DiffStat + " unpublished"
 }

@@ -5,6 +5,7 @@
 //	usage             tokens and cost summed over runs, by namespace, runtime or model
 //	run --runtime R   an AgentRun made from flags, followed like `logs -f`
 //	ui                a web view of runs, live events and spend (kubectlplugin/ui)
+//	diff NAME         the run's change: its patch for git am, or its branch
 //	release           frees agent Pods from the harvest finalizer when no manager will
 //
 // cmd/kubectl-agentrun is a thin main around Env.Main. The verbs talk to
@@ -72,6 +73,7 @@ Usage:
   kubectl agentrun usage [-n NS | -A] [-l SELECTOR] [--since DURATION] [--by namespace|runtime|model]
   kubectl agentrun run --runtime RUNTIME [--model M] [-f FILE | PROMPT] [flags]
   kubectl agentrun ui [-n NS | -A] [--port P] [--address 127.0.0.1] [--no-open] [--trace-url URL]
+  kubectl agentrun diff NAME [--stat]
   kubectl agentrun release [-n NS | -A]
 
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server, ...)
@@ -92,6 +94,7 @@ var verbs = map[string]func(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *
 	"usage":   usageCmd,
 	"run":     runCmd,
 	"ui":      uiCmd,
+	"diff":    diffCmd,
 	"release": releaseCmd,
 }
 

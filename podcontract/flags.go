@@ -246,6 +246,10 @@ type TailFlags struct {
 	// MeterFile is the runner's live meter file (RunFlags.MeterFile),
 	// served with the progress.
 	MeterFile string
+	// PatchFile makes the command the Pod's patch container: it copies
+	// nothing, and after the end event writes this patch file to stdout in
+	// the form of package sidecar/patchlog (the runner's --patch).
+	PatchFile string
 	// File is the events file, the one argument.
 	File string
 }
@@ -257,6 +261,7 @@ func (f *TailFlags) Register(fs *flag.FlagSet) {
 	fs.Var((*Duration)(&f.Poll), "poll", "how often to look for new events (default 100ms)")
 	fs.StringVar(&f.ProgressAddr, "progress-addr", "", "serve the run's live progress (GET "+ProgressPath+") on this address, for example :8788")
 	fs.StringVar(&f.MeterFile, "meter-file", "", "the runner's live meter file (agentrun run --meter-file), served with the progress")
+	fs.StringVar(&f.PatchFile, "patch", "", "copy no events: after the end event, write this patch file (agentrun run --patch) to stdout, gzipped in base64, for the manager (the Pod's patch container)")
 }
 
 // Args is the argument list of `agentrun` that Register parses back into f.
@@ -266,6 +271,7 @@ func (f TailFlags) Args() []string {
 	a.duration("poll", f.Poll)
 	a.str("progress-addr", f.ProgressAddr)
 	a.str("meter-file", f.MeterFile)
+	a.str("patch", f.PatchFile)
 	if strings.HasPrefix(f.File, "-") {
 		a = append(a, "--")
 	}

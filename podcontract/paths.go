@@ -6,6 +6,10 @@ package podcontract
 const (
 	AgentContainer  = "agent"
 	EventsContainer = "events"
+	// PatchContainer (runs with spec.git push mode Patch) is a second
+	// sidecar: after the end event it writes the run's patch to its log
+	// (package sidecar/patchlog), which the manager keeps in a ConfigMap.
+	PatchContainer = "patch"
 )
 
 // Paths inside the Pod. SharedDir is an emptyDir both containers mount (the
@@ -20,6 +24,9 @@ const (
 	// MeterFile is the runner's --meter-file, which the sidecar serves
 	// with the live progress.
 	MeterFile = SharedDir + "/meter.json"
+	// PatchFile is the runner's --patch in a Pod (spec.git push mode
+	// Patch), which the patch container hands to the manager.
+	PatchFile = SharedDir + "/change.patch"
 	// WorkspaceDir is the agent's working directory (--cwd).
 	WorkspaceDir = "/workspace"
 	// SessionsDir holds saved sessions (--session-dir), on a volume of the
@@ -47,3 +54,8 @@ const (
 	// ProgressPath is where the document is served (GET only).
 	ProgressPath = "/progress"
 )
+
+// GitTokenEnv is the agent container's variable that holds
+// spec.git.credential's token (the runner's --git-credential): the
+// runner's environment only, never the agent's.
+const GitTokenEnv = "AGENTRUN_GIT_TOKEN"

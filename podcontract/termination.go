@@ -71,6 +71,10 @@ type Summary struct {
 	// when the run exported no telemetry.
 	TraceID string `json:"trace_id,omitempty"`
 
+	// Git is end.git (runs with --repo). When GitCut is set its paths and
+	// detail were left out or cut.
+	Git *events.Git `json:"git,omitempty"`
+
 	// Isolation is how the agent was isolated; nil when the run ended
 	// before its sandbox was tried (a rejected request).
 	Isolation *Isolation `json:"isolation,omitempty"`
@@ -81,6 +85,7 @@ type Summary struct {
 	DetailCut    bool `json:"detail_cut,omitempty"`
 	ByModelCut   bool `json:"by_model_cut,omitempty"`
 	SessionIDCut bool `json:"session_id_cut,omitempty"`
+	GitCut       bool `json:"git_cut,omitempty"`
 }
 
 // Isolation is how the agent ran: start.sandbox and start.network, or why
@@ -114,6 +119,11 @@ func FromEnd(end *events.End, c events.Counters) Summary {
 		Counters:   c,
 		Result:     cloneString(end.Result),
 	}
+	if end.Git != nil {
+		g := *end.Git
+		g.Paths = append([]string{}, end.Git.Paths...)
+		s.Git = &g
+	}
 	if s.Result != nil {
 		s.ResultBytes = len(*s.Result)
 	}
@@ -121,7 +131,9 @@ func FromEnd(end *events.End, c events.Counters) Summary {
 }
 
 // Cut reports whether any field holds less than the end event had.
-func (s Summary) Cut() bool { return s.ResultCut || s.DetailCut || s.ByModelCut || s.SessionIDCut }
+func (s Summary) Cut() bool {
+	return s.ResultCut || s.DetailCut || s.ByModelCut || s.SessionIDCut || s.GitCut
+}
 
 // Encode returns the summary as JSON of at most MaxBytes bytes, cutting and
 // marking what does not fit.
@@ -170,6 +182,17 @@ func (s Summary) fit(limit int) []byte {
 	// the rest is dropped (and marked) before anything else is cut.
 	if s.SessionID != nil && quotedLen(*s.SessionID) > maxSessionIDBytes {
 		s.SessionID, s.SessionIDCut = nil, true
+		if b := encode(s); len(b) <= limit {
+			return b
+		}
+	}
+
+	// end.git's paths and detail go next: the event log has them whole.
+	if s.Git != nil && (len(s.Git.Paths) > 0 || len(s.Git.Detail) > 256) {
+		g := *s.Git
+		g.Paths = nil
+		g.Detail, _ = CutUTF8(g.Detail, 256)
+		s.Git, s.GitCut = &g, true
 		if b := encode(s); len(b) <= limit {
 			return b
 		}

@@ -395,3 +395,47 @@ func TestCutUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestGitCut: end.git's paths and a long detail go before the result is
+// cut; the commits, the branch and the diff stat always stay.
+func TestGitCut(t *testing.T) {
+	branch := "agentrun/fix-0b9ad7a1"
+	git := &events.Git{Repository: "https://git.example.com/team/app.git", Ref: "refs/heads/main",
+		BaseCommit: strings.Repeat("a", 40), HeadCommit: strings.Repeat("b", 40), Branch: &branch, Pushed: true,
+		Commits: 2, FilesChanged: 20, Insertions: 400, Deletions: 70, Detail: strings.Repeat("why ", 300)}
+	for i := range 20 {
+		git.Paths = append(git.Paths, fmt.Sprintf("src/%02d/%s.go", i, strings.Repeat("p", 150)))
+	}
+	small := *git
+	small.Paths, small.Detail = []string{"main.go"}, ""
+	for _, tt := range []struct {
+		name    string
+		git     *events.Git
+		result  string
+		wantCut bool
+	}{
+		{"fits whole", &small, "done", false},
+		{"paths and detail go first", git, strings.Repeat("r", 1500), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := end(str(tt.result))
+			e.Git = tt.git
+			got := roundTrip(t, FromEnd(e, someCounters))
+			g := got.Git
+			if g == nil || got.GitCut != tt.wantCut || g.HeadCommit != tt.git.HeadCommit || g.Branch == nil || *g.Branch != branch ||
+				!g.Pushed || g.Insertions != 400 || g.Commits != 2 {
+				t.Fatalf("git %+v cut %v", g, got.GitCut)
+			}
+			if tt.wantCut {
+				if len(g.Paths) != 0 || len(g.Detail) > 256 || got.ResultCut {
+					t.Errorf("paths %d, detail %d bytes, result cut %v: want the paths and detail cut before the result", len(g.Paths), len(g.Detail), got.ResultCut)
+				}
+			} else if !reflect.DeepEqual(g, tt.git) {
+				t.Errorf("git %+v, want it whole", g)
+			}
+			if got.Cut() != tt.wantCut {
+				t.Errorf("Cut() = %v", got.Cut())
+			}
+		})
+	}
+}

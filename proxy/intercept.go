@@ -24,6 +24,11 @@ import (
 type Interceptor interface {
 	// Claims reports whether requests to host:port are intercepted.
 	Claims(host string, port int) bool
+	// Destinations lists the host:port it claims, so that the proxy can
+	// keep their addresses for them: a request to such an address under
+	// another name (an IP literal, an alias) would reach the same service
+	// past the interceptor (see Server.claimedAddress).
+	Destinations() []Destination
 	// PlainHTTP reports whether a claimed host:port may be sent requests
 	// in plain HTTP; the proxy refuses plain HTTP to any other (see
 	// refusePlain).
@@ -47,6 +52,13 @@ type Interceptor interface {
 	// answer; a refusal's detail): the same secrets as Response takes
 	// out of answers.
 	RedactText(host string, port int, r *http.Request, text string) string
+}
+
+// Destination is a host (a lower-case name or an IP address) and port
+// an interceptor claims.
+type Destination struct {
+	Host string
+	Port int
 }
 
 // Refusal is an interceptor's refusal of a request or of its answer. It is
@@ -326,6 +338,15 @@ func (is Interceptors) of(host string, port int) Interceptor {
 
 // Claims reports whether one of them claims host:port.
 func (is Interceptors) Claims(host string, port int) bool { return is.of(host, port) != nil }
+
+// Destinations are all of theirs.
+func (is Interceptors) Destinations() []Destination {
+	var out []Destination
+	for _, i := range is {
+		out = append(out, i.Destinations()...)
+	}
+	return out
+}
 
 // PlainHTTP is the claiming interceptor's.
 func (is Interceptors) PlainHTTP(host string, port int) bool {

@@ -76,6 +76,9 @@ type fakeInterceptor struct {
 }
 
 func (f *fakeInterceptor) Claims(host string, port int) bool { return host == f.host && port == f.port }
+func (f *fakeInterceptor) Destinations() []Destination {
+	return []Destination{{Host: f.host, Port: f.port}}
+}
 func (f *fakeInterceptor) PlainHTTP(host string, port int) bool {
 	return f.plain && f.Claims(host, port)
 }
@@ -111,6 +114,7 @@ func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp 
 type interceptWorld struct {
 	proxyURL string
 	upstream string // host:port as the client names it
+	other    string // another upstream, not intercepted
 	port     int
 	icpt     *fakeInterceptor
 	hits     atomic.Int32 // requests the upstream received
@@ -145,9 +149,15 @@ func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
 	var port int
 	fmt.Sscan(portStr, &port)
 	icpt := &fakeInterceptor{host: "api.test", port: port, certs: newTestCA(t), roots: upstreamCA.pool, plain: !useTLS, t: t}
-	p, _ := NewPolicy(ModeCustom, []string{"api.test:" + portStr, "127.0.0.1:" + portStr, "other.test:" + portStr})
+	// other.test is another service on the same machine, and also a name
+	// for api.test's address.
+	other := httptest.NewServer(h)
+	t.Cleanup(other.Close)
+	_, otherPort, _ := net.SplitHostPort(other.Listener.Addr().String())
+	p, _ := NewPolicy(ModeCustom, []string{"api.test:" + portStr, "127.0.0.1:" + portStr, "other.test:" + portStr,
+		"other.test:" + otherPort, "127.0.0.1:" + otherPort})
 	res := &HostResolver{Static: map[string][]netip.Addr{"api.test": {netip.MustParseAddr("127.0.0.1")}, "other.test": {netip.MustParseAddr("127.0.0.1")}}}
-	w.upstream, w.port, w.icpt = "api.test:"+portStr, port, icpt
+	w.upstream, w.port, w.icpt, w.other = "api.test:"+portStr, port, icpt, "other.test:"+otherPort
 	srv := &Server{Policy: p, Resolver: res, Intercept: icpt, OnAccess: func(a Access) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -235,7 +245,7 @@ func TestInterceptAbsoluteForm(t *testing.T) {
 		t.Errorf("absolute-form: %s %v", b, resp.Header)
 	}
 	// Another allowed host is not intercepted: the stand-in passes.
-	req, _ = http.NewRequest("GET", fmt.Sprintf("http://other.test:%d/v1/x", w.port), nil)
+	req, _ = http.NewRequest("GET", "http://"+w.other+"/v1/x", nil)
 	req.Header.Set("X-Api-Key", "stand-in")
 	resp, err = client.Do(req)
 	if err != nil {
@@ -245,6 +255,23 @@ func TestInterceptAbsoluteForm(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasPrefix(string(b), "key=stand-in") || resp.Header.Get("X-Intercepted") != "" {
 		t.Errorf("a host that is not claimed was intercepted: %s", b)
+	}
+	// Another name of the intercepted destination's address and port is
+	// refused: it would reach the same service past the interceptor.
+	hits := w.hits.Load()
+	for _, alias := range []string{"other.test", "127.0.0.1", "[::ffff:127.0.0.1]"} {
+		req, _ = http.NewRequest("GET", fmt.Sprintf("http://%s:%d/v1/x", alias, w.port), nil)
+		resp, err = client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(ReasonHeader) != ReasonCredentialAddress {
+			t.Errorf("%s, the intercepted destination's address: %d %q", alias, resp.StatusCode, resp.Header.Get(ReasonHeader))
+		}
+	}
+	if w.hits.Load() != hits {
+		t.Errorf("the upstream was reached under another name")
 	}
 }
 

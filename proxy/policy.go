@@ -226,6 +226,10 @@ const (
 	// ReasonUnmetered: the interceptor refused a request whose cost it
 	// cannot count while a spend limit holds (403).
 	ReasonUnmetered = events.ReasonUnmetered
+	// ReasonCredentialAddress: an address of an intercepted destination
+	// asked for under another name or as an IP literal (403; see
+	// Server.claimedAddress).
+	ReasonCredentialAddress = events.ReasonCredentialAddress
 )
 
 // Decision is the verdict on one destination.

@@ -35,6 +35,11 @@ func ParseAddHost(s string) (string, netip.Addr, error) {
 	return strings.TrimSuffix(strings.ToLower(name), "."), a.Unmap(), nil
 }
 
+// Pinned returns the addresses --add-host maps host to, if it does: an
+// address the user chose for that name, not a DNS answer that other
+// names may share.
+func (r *HostResolver) Pinned(host string) []netip.Addr { return r.Static[host] }
+
 // Lookup returns the addresses of host.
 func (r *HostResolver) Lookup(host string) ([]netip.Addr, error) {
 	if a, ok := r.Static[host]; ok {

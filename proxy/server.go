@@ -276,7 +276,13 @@ func splitHostPort(authority string, def int) (string, int, error) {
 	if host == "" {
 		return "", 0, fmt.Errorf("no host in %q", authority)
 	}
-	if _, ip := parseIPLiteral(host); !ip && !validName(host) {
+	if a, ip := parseIPLiteral(host); ip {
+		// One spelling for an address (2130706433, 127.1 and
+		// [::ffff:127.0.0.1] are 127.0.0.1): what the policy decides, the
+		// interceptor claims and the network event reports is the address
+		// the proxy dials, never a spelling that only one of them reads.
+		host = a.Unmap().String()
+	} else if !validName(host) {
 		return "", 0, fmt.Errorf("%q is not a host name", host)
 	}
 	return host, n, nil
@@ -292,12 +298,95 @@ func (s *Server) admit(w http.ResponseWriter, authority string, defPort int) (po
 		return 0, d, false
 	}
 	d = s.Policy.Decide(host, port, s.Resolver)
+	var claimed Destination
+	if d.Allowed {
+		if dst, ok := s.claimedAddress(host, port, d.Addrs); ok {
+			claimed, d = dst, Decision{Reason: ReasonCredentialAddress}
+		}
+	}
 	s.report(Access{Host: host, Port: port, Allowed: d.Allowed, Reason: d.Reason})
 	if !d.Allowed {
+		if d.Reason == ReasonCredentialAddress {
+			w.Header().Set(ReasonHeader, d.Reason)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "agentrun proxy: destination refused ("+d.Reason+"): "+authorityOf(host, port)+" reaches "+
+				authorityOf(claimed.Host, claimed.Port)+", whose requests go through the proxy only under that name", http.StatusForbidden)
+			return 0, d, false
+		}
 		deny(w, d.Reason)
 		return 0, d, false
 	}
 	return port, d, true
+}
+
+// pinner is a resolver that knows which names the user mapped to chosen
+// addresses (HostResolver: --add-host).
+type pinner interface {
+	Pinned(host string) []netip.Addr
+}
+
+// claimedAddress reports the intercepted destination whose service the
+// unclaimed host:port reaches at one of addrs (the addresses the proxy
+// would dial). The interceptor claims its destinations by name (or by the
+// IP address they were declared with): the same service asked for under
+// another spelling (its address, another name that --add-host, the hosts
+// file or DNS maps to it) would be reached past the interceptor, unmetered
+// and outside its scope (a push, another repository), so the proxy
+// refuses it. An address counts as the destination's when the destination
+// was declared with it, when --add-host maps the destination's name to it,
+// or when it is private (or the host's own) and the destination's name
+// resolves to it: only an --allow-host address entry opens such an
+// address, and the runner asks for one exactly when a credential or the
+// repository lives there. A public address a destination's name resolves
+// to in DNS is not kept: many names share one on a CDN, and in mode full
+// every public address is open anyway; what goes there under another name
+// carries the stand-in only (docs/credentials.md).
+func (s *Server) claimedAddress(host string, port int, addrs []netip.Addr) (Destination, bool) {
+	if s.Intercept == nil || s.intercepted(host, port) {
+		return Destination{}, false
+	}
+	var self []netip.Addr
+	selfRead := false
+	private := func(a netip.Addr) bool {
+		if !selfRead {
+			self, selfRead = s.Policy.self(), true
+		}
+		return isPrivate(a, self)
+	}
+	for _, dst := range s.Intercept.Destinations() {
+		if dst.Port != port {
+			continue
+		}
+		var theirs []netip.Addr
+		chosen := true // addresses the user named: every one is kept
+		if a, ok := parseIPLiteral(dst.Host); ok {
+			theirs = []netip.Addr{a}
+		} else if p, ok := s.Resolver.(pinner); ok && len(p.Pinned(dst.Host)) > 0 {
+			theirs = p.Pinned(dst.Host)
+		} else {
+			chosen = false
+			anyPrivate := false
+			for _, a := range addrs {
+				anyPrivate = anyPrivate || private(a)
+			}
+			if !anyPrivate {
+				continue
+			}
+			theirs, _ = s.Resolver.Lookup(dst.Host)
+		}
+		for _, a := range addrs {
+			a = a.Unmap().WithZone("")
+			if !chosen && !private(a) {
+				continue
+			}
+			for _, b := range theirs {
+				if b.Unmap().WithZone("") == a {
+					return dst, true
+				}
+			}
+		}
+	}
+	return Destination{}, false
 }
 
 // deny answers a refusal: 502 for a name without an address (as for one

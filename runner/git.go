@@ -33,6 +33,8 @@ type repo struct {
 	// hostAllowed: the network policy allows the repository's host for
 	// any request, not only the fetch (see allow).
 	hostAllowed bool
+	// releaseLogs ends the token's redaction in the process's log.
+	releaseLogs func()
 }
 
 // publishTimeout bounds recording and publishing the change after the
@@ -146,15 +148,20 @@ func (r *repo) close() {
 		return
 	}
 	r.checkout.Close()
+	if r.releaseLogs != nil {
+		r.releaseLogs()
+		r.releaseLogs = nil
+	}
 	if r.tempWorkspace != "" {
 		os.RemoveAll(r.tempWorkspace)
 	}
 }
 
-// agentVars are the agent's git variables: its configuration file (the
-// stand-in, the CA bundle, an identity for its commits), no prompt.
+// agentVars are the agent's git variables: its configuration file (an
+// identity for its commits, the checkout as a safe directory, and with the
+// fetch scope the stand-in and the CA bundle), no prompt.
 func (r *repo) agentVars(stateDir string) [][2]string {
-	if r == nil || r.scope == nil {
+	if r == nil {
 		return nil
 	}
 	return [][2]string{{"GIT_CONFIG_GLOBAL", filepath.Join(stateDir, "agentrun-gitconfig")}, {"GIT_TERMINAL_PROMPT", "0"}}
@@ -163,10 +170,10 @@ func (r *repo) agentVars(stateDir string) [][2]string {
 // writeAgentConfig writes the agent's git configuration into the state
 // directory, which the sandbox reads.
 func (r *repo) writeAgentConfig(stateDir, caBundle string) error {
-	if r == nil || r.scope == nil {
+	if r == nil {
 		return nil
 	}
-	return os.WriteFile(filepath.Join(stateDir, "agentrun-gitconfig"), []byte(r.scope.AgentConfig(caBundle)), 0o644)
+	return os.WriteFile(filepath.Join(stateDir, "agentrun-gitconfig"), []byte(r.checkout.AgentConfig(r.scope, caBundle)), 0o644)
 }
 
 // publish records the agent's change and publishes it as --push says
@@ -249,4 +256,7 @@ func (r *repo) newScope(c *creds) {
 		return
 	}
 	r.scope = gitworkspace.NewFetchScope(r.checkout, c.authority, c.roots, r.hostAllowed)
+	// As for the credentials: Go's HTTP client logs what the git host
+	// sent on an idle connection, quoted, to the runner's stderr.
+	r.releaseLogs = r.scope.RedactLogs()
 }

@@ -205,10 +205,10 @@ func (r *run) build() *events.End {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
 		}
 		r.repo.newScope(c)
-		if err := r.repo.writeAgentConfig(stateDir, filepath.Join(stateDir, "agentrun-ca-bundle.pem")); err != nil {
-			return r.end(events.StatusFailed, fmt.Sprintf("cannot write the agent's git configuration: %v", err))
-		}
 		r.writeMeterFile()
+	}
+	if err := r.repo.writeAgentConfig(stateDir, filepath.Join(stateDir, "agentrun-ca-bundle.pem")); err != nil {
+		return r.end(events.StatusFailed, fmt.Sprintf("cannot write the agent's git configuration: %v", err))
 	}
 	// The adapter sees the environment the CLI will start with (its own
 	// variables aside): codex and pi write the model endpoint that the user

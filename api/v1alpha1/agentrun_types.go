@@ -78,12 +78,14 @@ const (
 // keeps the list complete. Field by field rather than with optional
 // selection (`self.?f == oldSelf.?f`): the API server's cost estimate of
 // optional values is unbounded, so that form is refused.
-// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.retention) == has(oldSelf.retention) && (!has(self.retention) || self.retention == oldSelf.retention) && has(self.credentials) == has(oldSelf.credentials) && (!has(self.credentials) || self.credentials == oldSelf.credentials) && has(self.upstreamCA) == has(oldSelf.upstreamCA) && (!has(self.upstreamCA) || self.upstreamCA == oldSelf.upstreamCA)",message="spec is immutable: only spec.stop may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
+// +kubebuilder:validation:XValidation:rule="self.runtime == oldSelf.runtime && self.prompt == oldSelf.prompt && has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model) && has(self.images) == has(oldSelf.images) && (!has(self.images) || self.images == oldSelf.images) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.envFrom) == has(oldSelf.envFrom) && (!has(self.envFrom) || self.envFrom == oldSelf.envFrom) && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.limits) == has(oldSelf.limits) && (!has(self.limits) || self.limits == oldSelf.limits) && has(self.subagents) == has(oldSelf.subagents) && (!has(self.subagents) || self.subagents == oldSelf.subagents) && has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network) && has(self.denyRead) == has(oldSelf.denyRead) && (!has(self.denyRead) || self.denyRead == oldSelf.denyRead) && has(self.session) == has(oldSelf.session) && (!has(self.session) || self.session == oldSelf.session) && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace) && has(self.podOverrides) == has(oldSelf.podOverrides) && (!has(self.podOverrides) || self.podOverrides == oldSelf.podOverrides) && has(self.retention) == has(oldSelf.retention) && (!has(self.retention) || self.retention == oldSelf.retention) && has(self.credentials) == has(oldSelf.credentials) && (!has(self.credentials) || self.credentials == oldSelf.credentials) && has(self.upstreamCA) == has(oldSelf.upstreamCA) && (!has(self.upstreamCA) || self.upstreamCA == oldSelf.upstreamCA) && has(self.git) == has(oldSelf.git) && (!has(self.git) || self.git == oldSelf.git)",message="spec is immutable: only spec.stop may be set after creation; create a new AgentRun (metadata.generateName gives each a fresh name) to run again"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && self.stop == oldSelf.stop)",message="spec.stop cannot be unset or changed: a stopped run stays stopped; create a new AgentRun to run again"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.sandbox) || self.sandbox != 'None'",message="spec.credentials needs the Bubblewrap sandbox: its filter proxy puts the real value in"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || size(self.credentials) == 0 || !has(self.network) || !has(self.network.mode) || self.network.mode != 'None'",message="spec.credentials needs network access to its hosts: network.mode None reaches none"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentials) || !has(self.env) || self.credentials.all(c, !self.env.exists(e, e.name == c.name))",message="a credential's name is also in spec.env: the agent gets the credential's stand-in, so set the variable only once"
-// +kubebuilder:validation:XValidation:rule="!has(self.upstreamCA) || (has(self.credentials) && size(self.credentials) > 0)",message="spec.upstreamCA verifies the credentials' hosts: add spec.credentials, or drop it"
+// +kubebuilder:validation:XValidation:rule="!has(self.upstreamCA) || (has(self.credentials) && size(self.credentials) > 0) || has(self.git)",message="spec.upstreamCA verifies the credentials' hosts and spec.git's: add one of them, or drop it"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || !has(self.git.credential) || !has(self.sandbox) || self.sandbox != 'None'",message="spec.git.credential needs the Bubblewrap sandbox: without it the agent could read the runner's environment, the token included"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || !has(self.workspace) || !has(self.workspace.claimName)",message="spec.git clones into an empty emptyDir: drop spec.workspace.claimName (reusing a volume that holds the repository is not supported yet)"
 type AgentRunSpec struct {
 	// Runtime is the agent CLI: claude-code, codex or pi (dsh is refused
 	// until the runner image carries it).
@@ -202,6 +204,13 @@ type AgentRunSpec struct {
 	// PodOverrides change the Job's Pod.
 	// +optional
 	PodOverrides *PodOverrides `json:"podOverrides,omitempty"`
+
+	// Git clones a repository into the workspace before the agent starts
+	// and publishes the agent's change after it (docs/git.md): to the run's
+	// own branch, or as a patch in a ConfigMap the AgentRun owns. The token
+	// reaches the runner only, never the agent.
+	// +optional
+	Git *GitWorkspace `json:"git,omitempty"`
 
 	// Retention is how long what the run leaves in the cluster is kept
 	// once its end is in status. The AgentRun itself stays, as the record
@@ -371,6 +380,118 @@ type HostAddress struct {
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="addHosts[].ip must be an IPv4 or IPv6 address"
 	IP string `json:"ip"`
+}
+
+// GitWorkspace is spec.git: the repository of the run and what becomes of
+// its change.
+// +kubebuilder:validation:XValidation:rule="self.repository.startsWith('https://') || (self.repository.startsWith('http://') && has(self.plainHTTP) && self.plainHTTP)",message="spec.git.repository must be an https:// URL (http:// only with plainHTTP: true, the token then travels unencrypted)"
+type GitWorkspace struct {
+	// Repository is the URL to clone: https://, without a user or password
+	// (the token is credential's). http:// only with plainHTTP.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+/?$`
+	Repository string `json:"repository"`
+	// Ref is a branch, a tag or a full commit id; empty is the remote's
+	// default branch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/+-]+$`
+	Ref string `json:"ref,omitempty"`
+	// Depth is the number of commits of history fetched; 0 is the whole
+	// history.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	Depth *int32 `json:"depth,omitempty"`
+	// Submodules also clones the submodules.
+	// +optional
+	Submodules bool `json:"submodules,omitempty"`
+	// PlainHTTP allows an http:// repository.
+	// +optional
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
+	// Credential is the token, from a Secret key; none for a public
+	// repository.
+	// +optional
+	Credential *GitCredential `json:"credential,omitempty"`
+	// Push is what becomes of the change; a patch by default.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
+}
+
+// GitAuth is how a git token is presented to the forge.
+// +kubebuilder:validation:Enum=Basic;Bearer
+type GitAuth string
+
+// Git token presentations.
+const (
+	// GitAuthBasic is HTTP Basic with the credential's username.
+	GitAuthBasic GitAuth = "Basic"
+	// GitAuthBearer is Authorization: Bearer TOKEN.
+	GitAuthBearer GitAuth = "Bearer"
+)
+
+// GitCredential is the git token and how it is presented.
+type GitCredential struct {
+	// SecretKeyRef holds the token.
+	// +required
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef"`
+	// Auth is Basic (the default) or Bearer.
+	// +optional
+	// +kubebuilder:default=Basic
+	Auth GitAuth `json:"auth,omitempty"`
+	// Username of Basic: x-access-token (GitHub) by default; oauth2 for
+	// GitLab.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._@+-]+$`
+	Username string `json:"username,omitempty"`
+}
+
+// PushMode is what agentrun does with a run's change.
+// +kubebuilder:validation:Enum=None;Branch;Patch
+type PushMode string
+
+// Push modes.
+const (
+	// PushNone reports the change in status only.
+	PushNone PushMode = "None"
+	// PushBranch pushes it to the run's branch: a new branch or a
+	// fast-forward, never a force push.
+	PushBranch PushMode = "Branch"
+	// PushPatch keeps it as a patch in a ConfigMap the AgentRun owns.
+	PushPatch PushMode = "Patch"
+)
+
+// PushWhen is when a change is published.
+// +kubebuilder:validation:Enum=Succeeded;Always
+type PushWhen string
+
+// When to publish.
+const (
+	// PushWhenSucceeded publishes only a run that succeeded.
+	PushWhenSucceeded PushWhen = "Succeeded"
+	// PushWhenAlways publishes whatever the end.
+	PushWhenAlways PushWhen = "Always"
+)
+
+// GitPush is spec.git.push.
+// +kubebuilder:validation:XValidation:rule="!has(self.branch) || (has(self.mode) && self.mode == 'Branch')",message="spec.git.push.branch is for push.mode Branch"
+type GitPush struct {
+	// Mode is None, Branch or Patch (the default).
+	// +optional
+	// +kubebuilder:default=Patch
+	Mode PushMode `json:"mode,omitempty"`
+	// Branch is the run's branch (mode Branch); default
+	// agentrun/<name>-<the first 8 characters of the uid>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`
+	Branch string `json:"branch,omitempty"`
+	// When is Succeeded (the default) or Always.
+	// +optional
+	// +kubebuilder:default=Succeeded
+	When PushWhen `json:"when,omitempty"`
 }
 
 // Retention is how long a run's Job is kept after its end.
@@ -583,12 +704,59 @@ type AgentRunStatus struct {
 	// the end: the sandbox, and whether the network policy was enforced.
 	// +optional
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Git is end.git: the repository, the change the agent made and where
+	// it was published (runs with spec.git).
+	// +optional
+	Git *GitStatus `json:"git,omitempty"`
 	// TraceID is the run's OpenTelemetry trace id (32 hex digits) when
 	// the manager exports runs (the chart's telemetry.otlp): the trace of
 	// the agentrun.dev/traceparent annotation, else a new one. Look the
 	// trace up by it in the tracing back end (docs/telemetry.md).
 	// +optional
 	TraceID string `json:"traceID,omitempty"`
+}
+
+// GitStatus is the run's repository and change.
+type GitStatus struct {
+	Repository string `json:"repository"`
+	// Ref is what the run started from (refs/heads/main, refs/tags/v1, a
+	// commit id).
+	Ref string `json:"ref"`
+	// BaseCommit and HeadCommit: the change is BaseCommit..HeadCommit
+	// (equal when nothing changed).
+	BaseCommit string `json:"baseCommit"`
+	HeadCommit string `json:"headCommit"`
+	// Branch is the run's branch (push mode Branch); Pushed whether the
+	// change is on it.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	Pushed bool   `json:"pushed"`
+	// Commits, FilesChanged, Insertions and Deletions are the diff stat.
+	Commits      int32 `json:"commits"`
+	FilesChanged int32 `json:"filesChanged"`
+	Insertions   int32 `json:"insertions"`
+	Deletions    int32 `json:"deletions"`
+	// DiffStat is "+INSERTIONS -DELETIONS" (the printer column's).
+	// +optional
+	DiffStat string `json:"diffStat,omitempty"`
+	// Paths are the first changed paths.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Paths []string `json:"paths,omitempty"`
+	// PatchConfigMap names the ConfigMap that holds the patch (push mode
+	// Patch): key change.patch.gz, a gzip of the mbox `git am` applies.
+	// +optional
+	PatchConfigMap string `json:"patchConfigMap,omitempty"`
+	// PatchTruncated is true when the patch was too large for a ConfigMap
+	// and is not kept: run with push mode Branch to get the change.
+	// +optional
+	PatchTruncated bool `json:"patchTruncated,omitempty"`
+	// Detail says what was not recorded or not published, and why.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Detail string `json:"detail,omitempty"`
 }
 
 // Progress is a running agent's progress.
@@ -722,6 +890,8 @@ const AnnotationTraceState = "agentrun.dev/tracestate"
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`
+// +kubebuilder:printcolumn:name="Change",type=string,JSONPath=`.status.git.diffStat`
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.status.git.branch`,priority=1
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ended")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Activity",type=string,JSONPath=`.status.progress.activity`,priority=1

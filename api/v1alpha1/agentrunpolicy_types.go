@@ -290,6 +290,40 @@ type AgentRunPolicySpec struct {
 	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:items:Pattern=`^(\*|[0-9]{1,3}(\.[0-9]{1,3}){3}:(\*|[0-9]{1,5}))$`
 	AllowedAddresses []string `json:"allowedAddresses,omitempty"`
+
+	// AllowedGitRepositories are the repositories a run may clone
+	// (spec.git.repository, docs/git.md): an exact URL, or a prefix ending
+	// in `*` (https://github.com/my-org/*; end it with `/` so that it
+	// cannot match a longer owner name); `*` alone allows any. The runner
+	// clones from the Pod's network directly (not through the agent's
+	// filter proxy), so a prefix is also where it may connect. Empty: no
+	// spec.git.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:items:Pattern=`^[^*]*\*?$`
+	AllowedGitRepositories []string `json:"allowedGitRepositories,omitempty"`
+
+	// AllowGitPlainHTTP lets a run clone an http:// repository
+	// (spec.git.plainHTTP): its token then travels unencrypted. Default
+	// false.
+	// +optional
+	AllowGitPlainHTTP bool `json:"allowGitPlainHTTP,omitempty"`
+
+	// AllowedGitBranchPrefixes are the prefixes of the branches a run may
+	// push its change to (spec.git.push.mode Branch; the branch is
+	// push.branch, else agentrun/<name>-<uid>): agentrun/ keeps runs on
+	// branches of their own; `*` allows any branch the token may write
+	// (never a force push). Empty: no push mode Branch (a patch, or the
+	// change reported only).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=200
+	AllowedGitBranchPrefixes []string `json:"allowedGitBranchPrefixes,omitempty"`
 }
 
 // AgentRunPolicy constrains the AgentRuns of the namespaces that a

@@ -81,6 +81,20 @@ var PolicyCoverage = map[string]Coverage{
 	"spec.podOverrides.seccompProfile":  {Policy: []string{"allowedSeccompProfiles"}, Why: "what the agent container's system calls may be"},
 	"spec.podOverrides.appArmorProfile": {Policy: []string{"allowedAppArmorProfiles"}, Why: "what the agent container may do under AppArmor"},
 
+	"spec.git.repository": {Policy: []string{"allowedGitRepositories"},
+		Why: "what the runner clones, from the Pod's network, and what the agent may fetch from with the token"},
+	"spec.git.plainHTTP":               {Policy: []string{"allowGitPlainHTTP"}, Why: "the token would travel unencrypted"},
+	"spec.git.credential.secretKeyRef": {Policy: []string{"allowedSecrets"}, Why: "reads a Secret into the runner's environment"},
+	"spec.git.credential.auth":         {Why: "how the allowed token is presented"},
+	"spec.git.credential.username":     {Why: "the user name of Basic, beside the allowed token"},
+	"spec.git.ref":                     {Why: "where in the allowed repository the run starts"},
+	"spec.git.depth":                   {Why: "how much of the allowed repository's history is fetched"},
+	"spec.git.submodules":              {Why: "the submodules' https URLs are cloned like the repository, without the token (it goes to the repository alone)"},
+	"spec.git.push.mode": {Policy: []string{"allowedGitBranchPrefixes"},
+		Why: "Branch writes to the forge (a new branch or a fast-forward, never a force push); a patch stays in the cluster"},
+	"spec.git.push.branch": {Policy: []string{"allowedGitBranchPrefixes"}, Why: "the branch the change is pushed to"},
+	"spec.git.push.when":   {Why: "whether a run that did not succeed publishes too"},
+
 	"spec.retention": {Why: "when the run's Job and Pod are deleted"},
 	"spec.stop":      {Why: "stops the run"},
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/sidecar/patchlog"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 	"github.com/agentrun-dev/agentrun/sidecar/tail"
 )
@@ -33,7 +34,7 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 	err := fs.Parse(args)
 	if *help {
 		fs.SetOutput(stdout)
-		fmt.Fprintln(stdout, "Usage: agentrun tail [--linger DURATION] [--progress-addr ADDR [--meter-file FILE]] FILE")
+		fmt.Fprintln(stdout, "Usage: agentrun tail [--linger DURATION] [--progress-addr ADDR [--meter-file FILE]] FILE\n       agentrun tail --patch PATCH [--linger DURATION] FILE")
 		fs.PrintDefaults()
 		return 0
 	}
@@ -44,8 +45,12 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stderr, "agentrun tail: %v; usage: agentrun tail [--linger DURATION] [--progress-addr ADDR] FILE\n", err)
 		return 2
 	}
+	f.File = fs.Arg(0)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if f.PatchFile != "" {
+		return patchCmd(ctx, f, stdout, stderr)
+	}
 	var out io.Writer = stdout
 	if f.ProgressAddr != "" {
 		t := progress.NewTracker()
@@ -65,7 +70,7 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 			go followMeter(serveCtx, f.MeterFile, t)
 		}
 	}
-	if _, err := tail.Follow(ctx, tail.Options{Path: fs.Arg(0), Poll: f.Poll, Linger: f.Linger}, out); err != nil {
+	if _, err := tail.Follow(ctx, tail.Options{Path: f.File, Poll: f.Poll, Linger: f.Linger}, out); err != nil {
 		fmt.Fprintf(stderr, "agentrun tail: %v\n", err)
 		return 1
 	}
@@ -87,4 +92,35 @@ func followMeter(ctx context.Context, path string, t *progress.Tracker) {
 		case <-tick.C:
 		}
 	}
+}
+
+// patchCmd is the patch container of an agent Pod (spec.git push mode
+// Patch): it follows the events file without copying it, and after the end
+// event (the runner writes the patch before it) writes the patch to stdout
+// for the manager, then lingers like the events sidecar. Without an end
+// event (SIGTERM first: the runner was killed) it writes nothing, and the
+// manager keeps no patch.
+func patchCmd(ctx context.Context, f podcontract.TailFlags, stdout, stderr *os.File) int {
+	res, err := tail.Follow(ctx, tail.Options{Path: f.File, Poll: f.Poll}, io.Discard)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun tail: %v\n", err)
+		return 1
+	}
+	if !res.SawEnd {
+		fmt.Fprintln(stderr, "agentrun tail: stopped before the run's end event: no patch")
+		return 0
+	}
+	if err := patchlog.Write(stdout, f.PatchFile); err != nil {
+		fmt.Fprintf(stderr, "agentrun tail: the patch: %v\n", err)
+		return 1
+	}
+	if f.Linger > 0 {
+		t := time.NewTimer(f.Linger)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return 0
 }

@@ -403,6 +403,48 @@ func encodedForms(value, standIn string) []Secret {
 	return out
 }
 
+// Forms is what an answer must not carry for values the proxy put into
+// requests that are not a credential's (the run's git token, the
+// Authorization header made of it): each value with its stand-in, every
+// encoded form of it (encodedForms), its base64 without the padding, and
+// each with its slashes escaped as JSON encoders may write them (\/);
+// longer ones first, as SecretsOf orders them.
+func Forms(values ...Secret) []Secret {
+	var out []Secret
+	seen := map[string]bool{}
+	add := func(s Secret) {
+		if s.Value != "" && !seen[s.Value] {
+			seen[s.Value] = true
+			out = append(out, s)
+		}
+	}
+	for _, v := range values {
+		add(v)
+		if t := strings.TrimRight(v.Value, "="); t != v.Value {
+			add(Secret{Value: t, StandIn: strings.TrimRight(v.StandIn, "=")})
+		}
+		for _, f := range encodedForms(v.Value, v.StandIn) {
+			add(f)
+		}
+	}
+	for _, s := range out {
+		if strings.Contains(s.Value, "/") {
+			add(Secret{Value: strings.ReplaceAll(s.Value, "/", `\/`), StandIn: strings.ReplaceAll(s.StandIn, "/", `\/`)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Value) > len(out[j].Value) })
+	return out
+}
+
+// RedactSecrets replaces each secret in b, in any letter case (a header
+// name is canonicalised), for text the proxy or the runner writes.
+func RedactSecrets(b []byte, secrets []Secret) []byte {
+	for _, sc := range secrets {
+		b = replaceFold(b, sc.Value, sc.StandIn)
+	}
+	return b
+}
+
 // quoted is s as strconv.Quote (and so fmt's %q) writes it, without the
 // quotes around it.
 func quoted(s string) string {
@@ -630,19 +672,29 @@ func (i *Interceptor) RedactText(host string, port int, r *http.Request, text st
 // every registered Set.
 var logRedaction struct {
 	sync.Mutex
-	sets map[*Set]int
+	sets map[Redactor]int
 	w    *redactingWriter
+}
+
+// A Redactor takes its secrets out of a log line (a *Set, the run's git
+// fetch scope).
+type Redactor interface {
+	Redact(b []byte) []byte
 }
 
 // RedactLogs redacts s's real values in every line of the process's log
 // (package log) until release is called. Several sets may be registered
 // at once (runs in one process); the log's output at the first call is
 // where the redacted lines go.
-func (s *Set) RedactLogs() (release func()) {
+func (s *Set) RedactLogs() (release func()) { return RedactLogs(s) }
+
+// RedactLogs redacts r's secrets in every line of the process's log until
+// release is called, as Set.RedactLogs does.
+func RedactLogs(s Redactor) (release func()) {
 	logRedaction.Lock()
 	defer logRedaction.Unlock()
 	if logRedaction.sets == nil {
-		logRedaction.sets = map[*Set]int{}
+		logRedaction.sets = map[Redactor]int{}
 	}
 	logRedaction.sets[s]++
 	if cur := log.Writer(); logRedaction.w == nil || cur != io.Writer(logRedaction.w) {

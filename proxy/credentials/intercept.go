@@ -45,6 +45,15 @@ var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Met
 // Claims reports whether host:port is a credential destination.
 func (i *Interceptor) Claims(host string, port int) bool { return len(i.Set.For(host, port)) > 0 }
 
+// Destinations are the credential destinations.
+func (i *Interceptor) Destinations() []proxy.Destination {
+	var out []proxy.Destination
+	for _, d := range i.Set.Dests() {
+		out = append(out, proxy.Destination{Host: d.Host, Port: d.Port})
+	}
+	return out
+}
+
 // PlainHTTP reports whether host:port was declared as speaking plain HTTP:
 // only then may the real value travel to it unencrypted.
 func (i *Interceptor) PlainHTTP(host string, port int) bool { return i.Set.PlainHTTP(host, port) }

@@ -212,6 +212,10 @@ type agentRun struct {
 	labels map[string]string
 	// annotations are the AgentRun's own annotations.
 	annotations map[string]string
+	// addHosts and allowHosts are more spec.network entries (NAME=IP,
+	// HOST:PORT); spec is more of the spec, as YAML indented two spaces.
+	addHosts, allowHosts []string
+	spec                 string
 }
 
 func (a agentRun) manifest() string {
@@ -258,14 +262,16 @@ metadata:
 	for k, v := range a.env {
 		fmt.Fprintf(&b, "    - {name: %s, value: %q}\n", k, v)
 	}
-	fmt.Fprintf(&b, `  network:
-    mode: Custom
-    addHosts:
-      - {name: %[1]s, ip: "%[2]s"}
-    allowHosts:
-      - %[1]s:%[3]d
-      - %[2]s:%[3]d
-`, mockHost, nodeIP, a.port)
+	fmt.Fprintf(&b, "  network:\n    mode: Custom\n    addHosts:\n      - {name: %s, ip: %q}\n", mockHost, nodeIP)
+	for _, h := range a.addHosts {
+		name, ip, _ := strings.Cut(h, "=")
+		fmt.Fprintf(&b, "      - {name: %s, ip: %q}\n", name, ip)
+	}
+	fmt.Fprintf(&b, "    allowHosts:\n      - %s:%d\n      - %s:%d\n", mockHost, a.port, nodeIP, a.port)
+	for _, h := range a.allowHosts {
+		fmt.Fprintf(&b, "      - %q\n", h)
+	}
+	b.WriteString(a.spec)
 	if a.jobTTL != "" {
 		fmt.Fprintf(&b, "  retention:\n    jobTTLAfterEnd: %s\n", a.jobTTL)
 	}

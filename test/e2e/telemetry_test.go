@@ -68,7 +68,10 @@ func TestTelemetry(t *testing.T) {
 	run := waitEnded(t, joined.name, 3*time.Minute)
 	st := run.Status
 	if st.Phase != v1alpha1.PhaseSucceeded || st.TraceID != traceID {
-		t.Fatalf("phase %s traceID %q, want %s (detail %q)", st.Phase, st.TraceID, traceID, st.Detail)
+		// What the manager was told and what it put on the Job.
+		job, _ := kube("get", "job", st.JobName, "-o", "jsonpath={.metadata.annotations}")
+		args, _ := kube("-n", "agentrun-system", "get", "deploy", "agentrun-manager", "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+		t.Fatalf("phase %s traceID %q, want %s (detail %q)\nJob %s annotations: %s\nmanager args: %s", st.Phase, st.TraceID, traceID, st.Detail, st.JobName, job, args)
 	}
 	if wide, _ := kube("get", "agentrun", joined.name, "-o", "wide"); !strings.Contains(wide, traceID) {
 		t.Errorf("kubectl get -o wide does not show the trace id:\n%s", wide)
