@@ -165,7 +165,9 @@ func TestAdmissionPolicy(t *testing.T) {
 	notes := c.helm(append([]string{"install", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--create-namespace"},
 		append(values, modelDefault...)...)...)
 	for _, want := range []string{"Admin policy: the ValidatingAdmissionPolicy agentrun-policy checks new AgentRuns in the namespaces its namespaceSelector picks",
-		"A run that asks for more is refused"} {
+		"A run that asks for more is refused",
+		// The first run keeps the key from the agent.
+		"    credentials:\n      - name: ANTHROPIC_API_KEY\n        valueFrom: {secretKeyRef: {name: agent-keys, key: anthropic}}\n        hosts: [api.anthropic.com:443]"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}

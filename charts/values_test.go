@@ -663,3 +663,82 @@ func TestPolicyValuesMatchTheCRD(t *testing.T) {
 		t.Errorf("values.schema.json policy.spec has %v\nthe AgentRunPolicy CRD has %v", inValues, inCRD)
 	}
 }
+
+// TestReleaseHook: by default a pre-delete hook Job runs the manager's
+// image as its ServiceAccount to release the agent Pods of the watched
+// namespaces before the uninstall; releaseOnUninstall=false leaves it out.
+func TestReleaseHook(t *testing.T) {
+	r := render(t, "--set", "watchNamespaces={team-a,team-b}")
+	job := r.get(t, "Job", "agentrun-system/ar-manager-release")
+	if got := field(job, "metadata", "annotations", "helm.sh/hook"); got != "pre-delete" {
+		t.Errorf("hook %v", got)
+	}
+	spec := field(job, "spec", "template", "spec")
+	if sa := field(spec, "serviceAccountName"); sa != "ar-manager" {
+		t.Errorf("serviceAccountName %v", sa)
+	}
+	manager := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image")
+	if img := field(spec, "containers", 0, "image"); img != manager {
+		t.Errorf("image %v, the manager's is %v", img, manager)
+	}
+	if args := asYAML(t, field(spec, "containers", 0, "args")); args != "- --release-harvest-finalizers\n- --watch-namespaces=team-a,team-b\n" {
+		t.Errorf("args %s", args)
+	}
+	if c := field(spec, "containers", 0, "securityContext", "allowPrivilegeEscalation"); c != false {
+		t.Errorf("allowPrivilegeEscalation %v", c)
+	}
+	if l := field(job, "spec", "template", "metadata", "labels", "app.kubernetes.io/component"); l != "release-hook" {
+		t.Errorf("component %v: the manager's selectors must not pick the hook", l)
+	}
+	if got := render(t, "--set", "releaseOnUninstall=false").all("Job"); len(got) != 0 {
+		t.Errorf("releaseOnUninstall=false: Jobs %v", got)
+	}
+}
+
+// TestLeaderElectionID: each release elects its leader on its own lease
+// (two releases with disjoint watchNamespaces do not share one leader),
+// unless leaderElectionID names one.
+func TestLeaderElectionID(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--leader-election-id=ar-manager.agentrun.dev"},
+		{[]string{"--set", "leaderElectionID=team-a.example.com"}, "--leader-election-id=team-a.example.com"},
+	} {
+		if args := render(t, tc.args...).managerArgs(t); !slices.Contains(args, tc.want) {
+			t.Errorf("%v: args %v, want %s", tc.args, args, tc.want)
+		}
+	}
+}
+
+// TestImagesAndSubchart: imageRegistry puts both default images under one
+// registry, image.digest pins the manager (and its release hook), the
+// chart renders as a subchart (a parent's global values), and
+// podDisruptionBudget adds a PDB on the manager's Pods.
+func TestImagesAndSubchart(t *testing.T) {
+	version := appVersion(t)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	r := render(t, "--set", "imageRegistry=registry.example.com/agentrun", "--set", "image.digest="+digest,
+		"--set", "global.imageRegistry=ignored", "--set", "podDisruptionBudget.enabled=true", "--set", "replicas=2")
+	manager := "registry.example.com/agentrun/agentrun-manager:" + version + "@" + digest
+	if img := field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image"); img != manager {
+		t.Errorf("manager image %v, want %s", img, manager)
+	}
+	if img := field(r.get(t, "Job", "agentrun-system/ar-manager-release"), "spec", "template", "spec", "containers", 0, "image"); img != manager {
+		t.Errorf("release hook image %v, want %s", img, manager)
+	}
+	if want := "--runner-image=registry.example.com/agentrun/agentrun-runner:" + version; !slices.Contains(r.managerArgs(t), want) {
+		t.Errorf("manager args %v, want %s", r.managerArgs(t), want)
+	}
+	pdb := r.get(t, "PodDisruptionBudget", "agentrun-system/ar-manager")
+	if field(pdb, "spec", "minAvailable") != float64(1) || field(pdb, "spec", "selector", "matchLabels", "app.kubernetes.io/component") != "manager" {
+		t.Errorf("PodDisruptionBudget %s", asYAML(t, pdb))
+	}
+	if got := render(t).all("PodDisruptionBudget"); len(got) != 0 {
+		t.Errorf("a PodDisruptionBudget by default: %v", got)
+	}
+	if img := field(render(t).get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "image"); img != "agentrun-manager:"+version {
+		t.Errorf("default manager image %v", img)
+	}
+}

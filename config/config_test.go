@@ -139,6 +139,11 @@ func TestManagerRBACIsLeast(t *testing.T) {
 	want := map[string]string{
 		"agentrun.dev/agentruns":        "get,list,watch",
 		"agentrun.dev/agentruns/status": "get,patch,update",
+		// The Job's owner reference blocks the run's deletion
+		// (blockOwnerDeletion), which clusters enforcing owner
+		// references allow only to who may update the owner's
+		// finalizers; the manager sets none.
+		"agentrun.dev/agentruns/finalizers": "update",
 		// Budgets: read, and their status kept; never their spec, which
 		// is the admins'.
 		"agentrun.dev/agentbudgets":        "get,list,watch",

@@ -12,13 +12,19 @@ import (
 	"github.com/agentrun-dev/agentrun/podcontract"
 )
 
+// stall is why a run in progress cannot go on: the API server refuses its
+// Job (JobRefused) or the Job's Pod (PodRejected), with its answer.
+type stall struct {
+	Reason, Message string
+}
+
 // computeConditions sets the conditions of status st (see the condition
 // types in api/v1alpha1 for their polarity and reasons). The reason of an
 // end is the outcome's; without one (an ended run reconciled again) the
 // Succeeded condition's, which holds it since the end was written. A run
-// whose Job cannot create its Pod (rejected) is Stalled, with the API
-// server's refusal, until it gets a Pod or fails.
-func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, rejected *podRejection, generation int64, now time.Time) []metav1.Condition {
+// the API server refuses its Job or Pod (stalled) is Stalled, with the
+// server's answer, until it gets them or fails.
+func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc *outcome, stalled *stall, generation int64, now time.Time) []metav1.Condition {
 	out := append([]metav1.Condition{}, conds...)
 	ts := metav1.NewTime(now)
 	cond := func(t string, status metav1.ConditionStatus, reason, message string) {
@@ -51,13 +57,10 @@ func computeConditions(conds []metav1.Condition, st v1alpha1.AgentRunStatus, oc 
 	cond(v1alpha1.ConditionSucceeded, metav1.ConditionUnknown, phase, "the run has not ended")
 	cond(v1alpha1.ConditionEnded, metav1.ConditionFalse, phase, "the run has not ended")
 	cond(v1alpha1.ConditionReady, metav1.ConditionFalse, phase, "the run has not ended")
-	if rejected != nil {
-		m, cut := podcontract.CutUTF8("the Job cannot create the run's Pod: "+rejected.Message, maxConditionMessageBytes)
-		if cut {
-			m += "…"
-		}
-		cond(v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonPodRejected, m)
-		cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonPodRejected, m)
+	if stalled != nil {
+		m := cutText(stalled.Message, maxConditionMessageBytes)
+		cond(v1alpha1.ConditionStalled, metav1.ConditionTrue, stalled.Reason, m)
+		cond(v1alpha1.ConditionReconciling, metav1.ConditionTrue, stalled.Reason, m)
 		cond(v1alpha1.ConditionRunning, metav1.ConditionFalse, phase, doing)
 		return out
 	}

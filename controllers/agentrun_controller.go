@@ -16,6 +16,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -112,6 +114,14 @@ func (s *scope) requeueAfter(d time.Duration) {
 //
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
+//
+// The Job's owner reference blocks the AgentRun's deletion until the Job is
+// gone (blockOwnerDeletion), which clusters that enforce owner references
+// (the OwnerReferencesPermissionEnforcement admission plugin: OpenShift,
+// hardened clusters) allow only to who may update the owner's finalizers.
+// The manager sets no finalizer on an AgentRun.
+//
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
@@ -204,11 +214,28 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 	old := run.Status
 	st := computeStatus(old, run.Generation, s.obs, s.outcome)
 	st = r.completeStatus(s, old, st)
+	if !isTerminal(old) && isTerminal(st) && len(run.Labels) > 0 {
+		// The labels the budgets counted it by (BudgetLabels) from now on.
+		st.LabelsAtEnd = maps.Clone(run.Labels)
+	}
 	if !equality.Semantic.DeepEqual(old, st) {
 		base := run.DeepCopy()
 		run.Status = st
 		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-		if err := r.Status().Patch(ctx, run, patch); err != nil {
+		err := r.Status().Patch(ctx, run, patch)
+		if tooLarge(err) {
+			// The run would otherwise never end: every retry is as large.
+			full := err
+			st = trimStatus(st)
+			run.Status = st
+			if err = r.Status().Patch(ctx, run, patch); err == nil {
+				s.events = append(s.events, event{corev1.EventTypeWarning, "StatusTrimmed", cutText(
+					"the API server refused the status as too large ("+full.Error()+"); it was written without the result, "+
+						"the by-model split and the activity, which the event log keeps (kubectl logs -c events)", maxConditionMessageBytes)})
+			}
+		}
+		if err != nil {
+			run.Status = old
 			return ctrl.Result{}, err
 		}
 	}
@@ -233,10 +260,15 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 // CacheOptions keep the manager's cache to agentrun's own Jobs and Pods.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Label: sel},
-		&batchv1.Job{}: {Label: sel},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Label: sel},
+			&batchv1.Job{}: {Label: sel},
+		},
+		// managedFields are often the larger part of an object, and the
+		// manager never reads them: a cache of many runs is smaller without.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }
 
 // SetupWithManager reads as the flow: AgentRuns own Jobs, whose Pods are
@@ -251,7 +283,16 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.spendCounter = newSpendCounter(r.Prices.Models())
 	reader := client.Reader(mgr.GetCache())
-	state.reader.Store(&reader)
+	// A runnable without NeedLeaderElection runs on the leader only: the
+	// gauges are reported by one replica (stateCollector).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		state.reader.Store(&reader)
+		<-ctx.Done()
+		state.reader.CompareAndSwap(&reader, nil)
+		return nil
+	})); err != nil {
+		return err
+	}
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {
 		n = 4

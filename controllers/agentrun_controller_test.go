@@ -335,7 +335,7 @@ func TestHarvestFromTerminationMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	table, _ := io.ReadAll(out)
-	for _, col := range []string{"STATUS", "RUNTIME", "TOKENS", "COST", "Succeeded", "claude-code", "66246", "0.0436916"} {
+	for _, col := range []string{"STATUS", "RUNTIME", "TOKENS", "COST", "STARTED", "Succeeded", "claude-code", "66246", "0.0436916"} {
 		if !strings.Contains(string(table), col) {
 			t.Errorf("kubectl get lacks %q:\n%s", col, table)
 		}

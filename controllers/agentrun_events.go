@@ -30,11 +30,12 @@ func computeEvents(old, st v1alpha1.AgentRunStatus) []event {
 	if old.StartTime == nil && st.StartTime != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Started", "the agent started in Pod " + st.PodName})
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason == v1alpha1.ReasonPodRejected && !isTerminal(st) {
-		// Once per refusal message: the Job controller retries with
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); c != nil && !isTerminal(st) &&
+		(c.Reason == v1alpha1.ReasonPodRejected || c.Reason == v1alpha1.ReasonJobRefused) {
+		// Once per refusal message: the refused create is retried with
 		// backoff, and each retry repeats it.
-		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStalled); was == nil || was.Message != c.Message {
-			out = append(out, event{corev1.EventTypeWarning, v1alpha1.ReasonPodRejected, c.Message})
+		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionStalled); was == nil || was.Message != c.Message || was.Reason != c.Reason {
+			out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
 		}
 	}
 	if !isTerminal(old) && isTerminal(st) {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/events/aggregator"
+	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
@@ -126,10 +126,9 @@ func applyLive(st v1alpha1.AgentRunStatus, d *progress.Doc) v1alpha1.AgentRunSta
 	st = *st.DeepCopy()
 	if d.Usage.ByModel != nil || !d.Usage.TokenCounts.IsZero() {
 		st.Usage = statusUsage(d.Usage)
+		st.Usage.ByModelTruncated = st.Usage.ByModelTruncated || d.ByModelCut
 	}
-	c := d.Counters
-	st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
-		Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
+	st.Counters = statusCounters(d.Counters)
 	st.Progress = liveProgress(d)
 	return st
 }
@@ -154,7 +153,7 @@ func liveProgress(d *progress.Doc) *v1alpha1.Progress {
 // emptyDoc: the agent has done nothing yet worth a status write (the
 // stream has only its start and prompt).
 func emptyDoc(d *progress.Doc) bool {
-	return d.ModelCalls == 0 && d.ToolCalls == 0 && d.Usage.TokenCounts.IsZero() && d.Counters == (aggregator.Counters{}) && !d.Ended
+	return d.ModelCalls == 0 && d.ToolCalls == 0 && d.Usage.TokenCounts.IsZero() && d.Counters == (events.Counters{}) && !d.Ended
 }
 
 // usageKey tells two usages apart.

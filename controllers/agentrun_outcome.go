@@ -66,15 +66,18 @@ type observation struct {
 	// a startTime), even if its Pod is not seen now.
 	Started bool
 	// Rejection is why the Job cannot create the run's Pod, while it has
-	// none.
-	Rejection *podRejection
+	// none (the Job's FailedCreate Events).
+	Rejection *refusal
+	// JobRefusal is why the API server refuses to create the run's Job,
+	// while it may still accept it.
+	JobRefusal *refusal
 }
 
-// podRejection is the Job's FailedCreate Events for a run without a Pod.
-type podRejection struct {
-	// Message is the API server's refusal, from the latest Event.
+// refusal is the API server's refusal of the run's Job or of its Pod.
+type refusal struct {
+	// Message is the API server's answer (the latest one).
 	Message string
-	// Since is when the Job first failed to create the Pod.
+	// Since is when the refusals began.
 	Since time.Time
 }
 
@@ -137,6 +140,10 @@ func computeOutcome(o observation, g Graces) (*outcome, time.Duration) {
 		return fail(v1alpha1.ReasonJobDeleted, "the Job was deleted before the run ended"), 0
 	}
 	var wait waiter
+	if r := o.JobRefusal; r != nil && o.Job == nil && wait.until(o.Now, r.Since.Add(g.Startup)) {
+		// As for the Pod below: a refusal that may pass gets the grace.
+		return fail(v1alpha1.ReasonJobRefused, cutText(fmt.Sprintf("the API server refused to create the run's Job for %s; it answered: %s", g.Startup, r.Message), maxStatusDetailBytes)), 0
+	}
 	if r := o.Rejection; r != nil && o.Pod == nil && wait.until(o.Now, r.Since.Add(g.Startup)) {
 		// Admission refusals do not heal by themselves (someone must
 		// change the namespace's labels, a quota or the spec), but a

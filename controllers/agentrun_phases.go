@@ -83,13 +83,20 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		if !metav1.IsControlledBy(job, run) {
 			return r.jobConflict(s, job)
 		}
-	case apierrors.IsInvalid(err):
-		// The API server will never accept this Job: the run cannot start.
-		s.outcome = &outcome{EndStatus: events.StatusRejected, Reason: v1alpha1.ReasonJobRejected, Completion: s.obs.Now,
-			Detail: "the API server rejected the run's Job: " + err.Error()}
-		return nil
 	default:
-		return err
+		// A refusal is what this phase learned: it goes into status (a
+		// condition with the server's answer, an Event), and the run
+		// either ends (retrying cannot help) or is retried with backoff.
+		if jobRefusalIsFinal(err) {
+			s.outcome = &outcome{EndStatus: events.StatusRejected, Reason: v1alpha1.ReasonJobRejected, Completion: s.obs.Now,
+				Detail: cutText("the API server rejected the run's Job: "+err.Error(), maxStatusDetailBytes)}
+			return nil
+		}
+		since := jobRefusedSince(run.Status, s.obs.Now)
+		s.obs.JobRefusal = &refusal{Message: err.Error(), Since: since}
+		s.requeueAfter(jobRetry(s.obs.Now.Sub(since)))
+		log.FromContext(ctx).Info("the API server refuses the run's Job; retrying", "job", job.Name, "error", err.Error())
+		return nil
 	}
 	s.job, s.obs.Job = job, job
 	return nil

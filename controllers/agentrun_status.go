@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -19,6 +23,8 @@ const (
 	// maxConditionMessageBytes keeps `kubectl describe` readable; the
 	// whole detail is in status.detail.
 	maxConditionMessageBytes = 1 << 10
+	// maxSessionIDBytes is the API's bound of status.sessionID.
+	maxSessionIDBytes = 256
 )
 
 // observedPhase is where a run that has not ended is.
@@ -102,11 +108,15 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 		phase = st.Phase
 	}
 	st.Phase = phase
-	var rejected *podRejection
-	if oc == nil && o.Pod == nil {
-		rejected = o.Rejection
+	var stalled *stall
+	switch {
+	case oc != nil || o.Pod != nil:
+	case o.JobRefusal != nil && o.Job == nil:
+		stalled = &stall{Reason: v1alpha1.ReasonJobRefused, Message: "the API server refuses to create the run's Job (retrying): " + o.JobRefusal.Message}
+	case o.Rejection != nil:
+		stalled = &stall{Reason: v1alpha1.ReasonPodRejected, Message: "the Job cannot create the run's Pod: " + o.Rejection.Message}
 	}
-	st.Conditions = computeConditions(st.Conditions, st, oc, rejected, generation, o.Now)
+	st.Conditions = computeConditions(st.Conditions, st, oc, stalled, generation, o.Now)
 	return st
 }
 
@@ -120,18 +130,14 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 	if s := o.Summary; s != nil {
 		st.DurationMs = int64Ptr(s.DurationMs)
 		st.Usage = statusUsage(s.Usage)
-		st.Usage.ByModelTruncated = s.ByModelCut
+		st.Usage.ByModelTruncated = st.Usage.ByModelTruncated || s.ByModelCut
 		st.Result, st.ResultTruncated = s.Result, s.ResultCut
-		if s.SessionID != nil {
-			st.SessionID = *s.SessionID
-		}
+		st.SessionID = statusSessionID(s.SessionID)
 		if iso := s.Isolation; iso != nil && !iso.Unavailable {
 			st.Isolation = statusIsolation(*iso)
 		}
 		st.Git = statusGit(endGit(o), o.Patch)
-		c := s.Counters
-		st.Counters = &v1alpha1.Counters{Tools: int32(c.Tools), ToolErrors: int32(c.ToolErrors), Denials: int32(c.Denials),
-			Subagents: int32(c.Subagents), DeniedConnections: int32(c.DeniedConnections)}
+		st.Counters = statusCounters(s.Counters)
 		if s.DetailCut && oc.FromSummary {
 			detail += " [cut; the whole detail is in the event log]"
 		}
@@ -139,7 +145,7 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 			st.Usage = statusUsage(e.Usage)
 			st.Result, st.ResultTruncated = e.Result, false
 			if e.SessionID != nil {
-				st.SessionID = *e.SessionID
+				st.SessionID = statusSessionID(e.SessionID)
 			}
 			if oc.FromSummary {
 				detail = e.Detail
@@ -158,6 +164,15 @@ func applyOutcome(st *v1alpha1.AgentRunStatus, o observation, oc *outcome) {
 	st.Detail = detail
 }
 
+// statusSessionID is a session id status can hold; "" for one longer than
+// the API allows (a cut id resumes nothing).
+func statusSessionID(id *string) string {
+	if id == nil || len(*id) > maxSessionIDBytes || !utf8.ValidString(*id) {
+		return ""
+	}
+	return *id
+}
+
 // statusIsolation is the runner's report of how the agent ran in the API's
 // spelling; nil for a mode the API does not know (a newer runner's), which
 // status could not hold.
@@ -170,12 +185,25 @@ func statusIsolation(iso podcontract.Isolation) *v1alpha1.Isolation {
 	return &v1alpha1.Isolation{Sandbox: sandbox, NetworkMode: network, NetworkEnforced: iso.NetworkEnforced}
 }
 
-// statusUsage is end.usage in status form: cost as a decimal string.
+// statusUsage is end.usage in status form: cost as a decimal string, and
+// the by-model split bounded (the agent names its models): models whose
+// name status cannot hold are left out, then all but the MaxByModel
+// largest, and ByModelTruncated says so. The totals stay whole.
 func statusUsage(t events.Totals) *v1alpha1.Usage {
-	u := &v1alpha1.Usage{TokenCounts: statusCounts(t.TokenCounts), TotalTokens: totalTokens(t.TokenCounts)}
-	if len(t.ByModel) > 0 {
-		u.ByModel = make(map[string]v1alpha1.TokenCounts, len(t.ByModel))
-		for m, c := range t.ByModel {
+	u := &v1alpha1.Usage{TokenCounts: statusCounts(t.TokenCounts), TotalTokens: t.TokenCounts.Total()}
+	named := events.Totals{TokenCounts: t.TokenCounts, ByModel: make(map[string]events.TokenCounts, min(len(t.ByModel), v1alpha1.MaxByModel))}
+	for m, c := range t.ByModel {
+		if m == "" || len(m) > v1alpha1.MaxModelNameBytes || !utf8.ValidString(m) {
+			u.ByModelTruncated = true
+			continue
+		}
+		named.ByModel[m] = c
+	}
+	kept, cut := named.Bounded(v1alpha1.MaxByModel)
+	u.ByModelTruncated = u.ByModelTruncated || cut
+	if len(kept.ByModel) > 0 {
+		u.ByModel = make(map[string]v1alpha1.TokenCounts, len(kept.ByModel))
+		for m, c := range kept.ByModel {
 			u.ByModel[m] = statusCounts(c)
 		}
 	}
@@ -199,17 +227,61 @@ func costString(c *float64) string {
 	return strconv.FormatFloat(*c, 'f', -1, 64)
 }
 
-func totalTokens(c events.TokenCounts) *int64 {
-	var n int64
-	seen := false
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-			seen = true
-		}
+// statusCounters is the counters in status form (events.Counters counts
+// them, from the end summary or the live progress alike).
+func statusCounters(c events.Counters) *v1alpha1.Counters {
+	return &v1alpha1.Counters{Tools: count32(c.Tools), ToolErrors: count32(c.ToolErrors), Denials: count32(c.Denials),
+		Subagents: count32(c.Subagents), DeniedConnections: count32(c.DeniedConnections)}
+}
+
+// count32 is a count in status's int32, held at its largest value rather
+// than wrapped.
+func count32(n int) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
+}
+
+// maxTrimmedTextBytes bounds the detail and the condition messages of a
+// trimmed status.
+const maxTrimmedTextBytes = 256
+
+// trimStatus is the status to write when the API server refused the whole
+// one as too large (an AgentRun whose spec or metadata leaves little room
+// under the object size limit): the end, the totals, the counters, names
+// and times stay, and what only the event log needs in full goes (the
+// result, the by-model split, the activity, the labels at the end), each
+// marked where the API has a mark. A pure function.
+func trimStatus(st v1alpha1.AgentRunStatus) v1alpha1.AgentRunStatus {
+	st = *st.DeepCopy()
+	if st.Result != nil {
+		st.Result, st.ResultTruncated = nil, true
 	}
-	if !seen {
-		return nil
+	if u := st.Usage; u != nil && len(u.ByModel) > 0 {
+		u.ByModel, u.ByModelTruncated = nil, true
 	}
-	return &n
+	if p := st.Progress; p != nil {
+		p.Activity = ""
+	}
+	// A run with many labels would otherwise carry them twice; budgets
+	// then count it by its labels of the moment.
+	st.LabelsAtEnd = nil
+	st.Detail = cutText(st.Detail, maxTrimmedTextBytes)
+	for i := range st.Conditions {
+		st.Conditions[i].Message = cutText(st.Conditions[i].Message, maxTrimmedTextBytes)
+	}
+	return st
+}
+
+// cutText cuts s to n bytes at a character boundary, marked with "…".
+func cutText(s string, n int) string {
+	if c, cut := podcontract.CutUTF8(s, n); cut {
+		return c + "…"
+	}
+	return s
+}
+
+// tooLarge reports whether the API server refused a write for its size:
+// 413 RequestEntityTooLarge, or etcd's own limit ("etcdserver: request is
+// too large"), which reaches the client as an internal error.
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) || (err != nil && strings.Contains(err.Error(), "request is too large"))
 }

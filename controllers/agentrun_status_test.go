@@ -101,7 +101,7 @@ func TestComputeOutcome(t *testing.T) {
 	unavailable := endSummary(events.StatusFailed, "")
 	unavailable.Detail = "the sandbox failed before the agent started: bubblewrap cannot create its namespaces (No permissions to creating new namespace)"
 	unavailable.Isolation = &podcontract.Isolation{Sandbox: "bubblewrap", NetworkMode: "full", Unavailable: true}
-	rejection := &podRejection{Message: `pods "r-abcde" is forbidden: violates PodSecurity "restricted:latest"`, Since: t0}
+	rejection := &refusal{Message: `pods "r-abcde" is forbidden: violates PodSecurity "restricted:latest"`, Since: t0}
 	tests := []struct {
 		name       string
 		obs        observation
@@ -521,7 +521,7 @@ func TestComputeConditions(t *testing.T) {
 // Pending and Stalled with the API server's refusal, and gets one Warning
 // Event per refusal message.
 func TestPodRejectedIsReported(t *testing.T) {
-	r1 := &podRejection{Message: `pods "r-1" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes`, Since: t0}
+	r1 := &refusal{Message: `pods "r-1" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes`, Since: t0}
 	obs := observation{Now: t0.Add(time.Minute), Job: testJob(nil), Rejection: r1}
 	st := computeStatus(v1alpha1.AgentRunStatus{}, 1, obs, nil)
 	if st.Phase != v1alpha1.PhasePending {
@@ -539,7 +539,7 @@ func TestPodRejectedIsReported(t *testing.T) {
 	if evs := computeEvents(st, again); len(evs) != 0 {
 		t.Errorf("the same refusal again: events %+v", evs)
 	}
-	obs.Rejection = &podRejection{Message: `exceeded quota: agents, requested: pods=1`, Since: t0}
+	obs.Rejection = &refusal{Message: `exceeded quota: agents, requested: pods=1`, Since: t0}
 	changed := computeStatus(again, 1, obs, nil)
 	if evs := computeEvents(again, changed); len(evs) != 1 || !strings.Contains(evs[0].Message, "exceeded quota") {
 		t.Errorf("a new refusal: events %+v", evs)
@@ -562,15 +562,15 @@ func TestLatestRejection(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		evs  []corev1.Event
-		want *podRejection
+		want *refusal
 	}{
 		{"none", nil, nil},
-		{"one", []corev1.Event{ev("a", 0, time.Minute)}, &podRejection{Message: "a", Since: t0}},
+		{"one", []corev1.Event{ev("a", 0, time.Minute)}, &refusal{Message: "a", Since: t0}},
 		{"the newest message, the first time", []corev1.Event{ev("new", time.Minute, 3*time.Minute), ev("old", 0, 2*time.Minute)},
-			&podRejection{Message: "new", Since: t0}},
+			&refusal{Message: "new", Since: t0}},
 		{"events.k8s.io style: eventTime and reporting controller", []corev1.Event{{Message: "b", EventTime: metav1.NewMicroTime(t0), ReportingController: "job-controller"}},
-			&podRejection{Message: "b", Since: t0}},
-		{"not before the Job existed", []corev1.Event{ev("back-dated", -24*time.Hour, time.Minute)}, &podRejection{Message: "back-dated", Since: t0}},
+			&refusal{Message: "b", Since: t0}},
+		{"not before the Job existed", []corev1.Event{ev("back-dated", -24*time.Hour, time.Minute)}, &refusal{Message: "back-dated", Since: t0}},
 		{"another component's Event does not count", []corev1.Event{forged}, nil},
 	} {
 		got := latestRejection(tc.evs, t0)

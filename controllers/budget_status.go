@@ -94,7 +94,7 @@ func spendOf(st v1alpha1.AgentRunStatus) runSpend {
 	var s runSpend
 	u := st.Usage
 	if u != nil {
-		s.tokens = countTokens(u.TokenCounts)
+		s.tokens = u.TokenCounts.Tokens()
 		switch {
 		case u.CostUSD != "":
 			s.nanoUSD, s.estimated = nanoUSD(u.CostUSD), u.CostEstimated
@@ -107,7 +107,7 @@ func spendOf(st v1alpha1.AgentRunStatus) runSpend {
 			sort.Strings(models)
 			for _, m := range models {
 				c := u.ByModel[m]
-				n := countTokens(c)
+				n := c.Tokens()
 				inModels += n
 				if c.CostUSD != "" {
 					s.nanoUSD += nanoUSD(c.CostUSD)
@@ -216,10 +216,17 @@ func computeBudgetStatus(b *v1alpha1.AgentBudget, runs []v1alpha1.AgentRun, dele
 			Message: msg, ObservedGeneration: b.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}
 	w, err := budgetWindow(b.Spec.Window, now)
+	reason := v1alpha1.ReasonInvalidWindow
+	if err == nil && b.Spec.Selector != nil {
+		if _, err = b.Spec.Selector.Parse(); err != nil {
+			reason, err = v1alpha1.ReasonInvalidSelector, fmt.Errorf("spec.selector does not parse, so the budget holds every AgentRun of the namespace until it is fixed: %w", err)
+		}
+	}
 	if err != nil {
-		// Fail closed: a budget that cannot be read holds what it covers.
+		// Fail closed: a budget that cannot be read holds what it covers
+		// (for a selector, every run of the namespace: Covers).
 		st.Spent, st.RunCount, st.Runs, st.Deleted = old.Spent, old.RunCount, old.Runs, old.Deleted
-		cond(metav1.ConditionTrue, v1alpha1.ReasonInvalidWindow, err.Error())
+		cond(metav1.ConditionTrue, reason, err.Error())
 		return budgetResult{status: st}
 	}
 	if !w.end.IsZero() {

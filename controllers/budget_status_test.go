@@ -267,13 +267,30 @@ func TestBudgetInvalidTimeZoneFailsClosed(t *testing.T) {
 	}
 }
 
+// TestBudgetInvalidSelectorFailsClosed: a selector that does not parse
+// makes the budget Exhausted (InvalidSelector) and keeps what it had
+// counted, instead of covering nothing.
+func TestBudgetInvalidSelectorFailsClosed(t *testing.T) {
+	now := time.Now()
+	b := budget(10, "", v1alpha1.BudgetWindow{Rolling: "1h"})
+	b.Spec.Selector = &v1alpha1.BudgetSelector{MatchExpressions: []v1alpha1.BudgetSelectorRequirement{{Key: "team", Operator: "Equals", Values: []v1alpha1.LabelValue{"a"}}}}
+	b.Status.Spent, b.Status.RunCount = v1alpha1.BudgetSpend{Tokens: 7}, 1
+	st := computeBudgetStatus(b, nil, nil, now).status
+	if c := exhausted(st); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInvalidSelector || !strings.Contains(c.Message, `"Equals" is not a valid label selector operator`) {
+		t.Errorf("condition %+v", c)
+	}
+	if st.Spent.Tokens != 7 || st.RunCount != 1 {
+		t.Errorf("spent %+v runs %d: want what was counted kept", st.Spent, st.RunCount)
+	}
+}
+
 func TestBudgetSelector(t *testing.T) {
 	b := budget(10, "", v1alpha1.BudgetWindow{Rolling: "1h"})
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Labels: map[string]string{"team": "a"}}}
 	if !b.Covers(run) {
 		t.Error("a budget without a selector does not cover its namespace")
 	}
-	b.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
+	b.Spec.Selector = &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{"team": "b"}}
 	if b.Covers(run) {
 		t.Error("the selector team=b covers a team=a run")
 	}

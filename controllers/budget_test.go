@@ -128,7 +128,7 @@ func TestBudgetHoldsNewRunsUntilTheWindowMoves(t *testing.T) {
 func TestBudgetStopsRunningRuns(t *testing.T) {
 	h := newHarness(t)
 	h.createBudget("team-a", v1alpha1.AgentBudgetSpec{Window: v1alpha1.BudgetWindow{Calendar: v1alpha1.CalendarDay, TimeZone: "Europe/Berlin"},
-		MaxTokens: ptr.To[int64](1000), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}})
+		MaxTokens: ptr.To[int64](1000), Selector: &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{"team": "a"}}})
 	teamA := func(team string) func(*v1alpha1.AgentRunSpec) {
 		return func(s *v1alpha1.AgentRunSpec) {
 			s.PodOverrides = &v1alpha1.PodOverrides{Labels: map[string]string{"team": team}}
@@ -248,7 +248,7 @@ func TestBudgetPricesCodex(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.createBudget("unpriced", v1alpha1.AgentBudgetSpec{Window: v1alpha1.BudgetWindow{Rolling: "24h"}, MaxCostUSD: "5",
-		Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpDoesNotExist}}}})
+		Selector: &v1alpha1.BudgetSelector{MatchExpressions: []v1alpha1.BudgetSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpDoesNotExist}}}})
 	h.finishedRun("mystery", 700, "gpt-mystery", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeCodex })
 	h.eventually("the unpriced tokens in the budget", func() string {
 		b := h.getBudget("unpriced")
@@ -344,4 +344,69 @@ func TestPreemptedByQueue(t *testing.T) {
 		}
 		return fmt.Sprintf("job %v %v", err, j.DeletionTimestamp)
 	})
+}
+
+// TestBudgetSelectorFailsClosed: a selector the API server accepts but
+// the manager cannot read (a key whose DNS prefix is longer than a label
+// allows) does not make the budget cover nothing: it is Exhausted with
+// reason InvalidSelector and holds every new run of the namespace, until
+// the selector is fixed.
+func TestBudgetSelectorFailsClosed(t *testing.T) {
+	h := newHarness(t)
+	long := strings.Repeat("a", 250) + ".example/team" // a prefix of 258 characters: at most 253
+	h.createBudget("typo", v1alpha1.AgentBudgetSpec{Window: v1alpha1.BudgetWindow{Rolling: "1h"}, MaxTokens: ptr.To[int64](1_000_000),
+		Selector: &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{long: "a"}}})
+	b := h.budgetIs("typo", metav1.ConditionTrue)
+	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted); c.Reason != v1alpha1.ReasonInvalidSelector ||
+		!strings.Contains(c.Message, "spec.selector does not parse") {
+		t.Errorf("Exhausted %+v", c)
+	}
+	h.createRun("held", nil)
+	run := h.phaseIs("held", v1alpha1.PhaseQueued)
+	if c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionRunning); c.Reason != v1alpha1.ReasonBudgetExhausted ||
+		!strings.Contains(c.Message, "AgentBudget typo is spent: spec.selector does not parse") {
+		t.Errorf("Running condition %+v", c)
+	}
+	if n := h.jobCount(); n != 0 {
+		t.Errorf("%d Jobs while the budget cannot be read", n)
+	}
+	b = h.getBudget("typo")
+	h.modify(b, false, func() {
+		b.Spec.Selector = &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{"team": "a"}}
+	})
+	h.budgetIs("typo", metav1.ConditionFalse)
+	h.job("held")
+}
+
+// TestRelabelledEndedRunStillCounts: a run that ended keeps counting in the
+// budget whose selector picked it, by the labels it had at its end
+// (status.labelsAtEnd), however it is relabelled afterwards.
+func TestRelabelledEndedRunStillCounts(t *testing.T) {
+	h := newHarness(t)
+	h.createBudget("team-a", v1alpha1.AgentBudgetSpec{Window: v1alpha1.BudgetWindow{Rolling: "1h"}, MaxTokens: ptr.To[int64](1000),
+		Selector: &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{"team": "a"}}})
+	h.createRun("spender", nil)
+	run := h.get("spender")
+	h.modify(run, false, func() { run.Labels = map[string]string{"team": "a"} })
+	pod := h.startPod(h.job("spender"))
+	h.setStatus(pod, running(h.clock.Now()))
+	h.phaseIs("spender", v1alpha1.PhaseRunning)
+	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", endWith(events.StatusFinished, 1500, "m"), true))
+	run = h.phaseIs("spender", v1alpha1.PhaseSucceeded)
+	if run.Status.LabelsAtEnd["team"] != "a" {
+		t.Fatalf("labelsAtEnd %v", run.Status.LabelsAtEnd)
+	}
+	h.budgetIs("team-a", metav1.ConditionTrue)
+
+	h.modify(run, false, func() { run.Labels = map[string]string{"team": "elsewhere"} })
+	h.consistently("the relabelled run still counts", 2*time.Second, func() string {
+		b := h.getBudget("team-a")
+		if b.Status.Spent.Tokens != 1500 || !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.ConditionExhausted) {
+			return fmt.Sprintf("budget %+v", b.Status)
+		}
+		return ""
+	})
+	if got := h.get("spender").Status.LabelsAtEnd; got["team"] != "a" {
+		t.Errorf("labelsAtEnd after the relabel %v", got)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/harvest"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/telemetry"
 )
@@ -36,8 +37,9 @@ const (
 	KueueQueueLabel = "kueue.x-k8s.io/queue-name"
 	// HarvestFinalizer keeps the Pod, and with it the agent's termination
 	// message and the event log, until the result is in the AgentRun's
-	// status. The Job controller copies it from the Pod template.
-	HarvestFinalizer = "agentrun.dev/harvest"
+	// status. The Job controller copies it from the Pod template. Package
+	// harvest has the way out when no manager will remove it.
+	HarvestFinalizer = harvest.Finalizer
 )
 
 // Volumes of the Pod; the paths they are mounted at are the Pod contract's

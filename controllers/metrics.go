@@ -25,8 +25,8 @@ import (
 var (
 	runsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentrun_runs_total",
-		Help: "Runs ended, by runtime, end status and condition reason.",
-	}, []string{"runtime", "status", "reason"})
+		Help: "Runs ended, by namespace, runtime, end status and condition reason.",
+	}, []string{"namespace", "runtime", "status", "reason"})
 	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentrun_tokens_total",
 		Help: "Tokens used by runs so far (live while they run, the end's figures once they end), by namespace, runtime, model and kind (input, output, cache_read, cache_write).",
@@ -51,7 +51,9 @@ var (
 )
 
 // stateCollector reports the gauges from the manager's cache at scrape
-// time: nothing to keep in step with restarts or deletions.
+// time: nothing to keep in step with restarts or deletions. Only the
+// leader reports them (its reader is set once it leads): every replica has
+// a cache, and the replicas' sum would count each run once per replica.
 type stateCollector struct {
 	reader atomic.Pointer[client.Reader]
 }
@@ -114,7 +116,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 func recordEnd(run *v1alpha1.AgentRun, reason string) {
 	rt := string(run.Spec.Runtime)
 	st := run.Status
-	runsTotal.WithLabelValues(rt, st.EndStatus, reason).Inc()
+	runsTotal.WithLabelValues(run.Namespace, rt, st.EndStatus, reason).Inc()
 	if st.DurationMs != nil {
 		runDuration.WithLabelValues(rt, st.EndStatus).Observe(float64(*st.DurationMs) / 1000)
 	}

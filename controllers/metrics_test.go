@@ -17,7 +17,9 @@ func TestRecordEnd(t *testing.T) {
 	run := newRun("m", nil)
 	run.Spec.Runtime = v1alpha1.RuntimeCodex
 	run.Status = v1alpha1.AgentRunStatus{EndStatus: "finished", DurationMs: ptr.To[int64](90_000)}
-	runs := func() float64 { return testutil.ToFloat64(runsTotal.WithLabelValues("codex", "finished", "Finished")) }
+	runs := func() float64 {
+		return testutil.ToFloat64(runsTotal.WithLabelValues(run.Namespace, "codex", "finished", "Finished"))
+	}
 	hist := func() (uint64, float64) {
 		h := &dto.Metric{}
 		if err := runDuration.WithLabelValues("codex", "finished").(prometheus.Histogram).Write(h); err != nil {

@@ -45,8 +45,8 @@ const jobController = "job-controller"
 // namespace could still write one: the clamp keeps such an Event from
 // failing a run before its grace (counted from the Job's creation) is over,
 // and the message says where it came from. nil without Events.
-func latestRejection(evs []corev1.Event, jobCreated time.Time) *podRejection {
-	var out *podRejection
+func latestRejection(evs []corev1.Event, jobCreated time.Time) *refusal {
+	var out *refusal
 	var newest time.Time
 	for i := range evs {
 		e := &evs[i]
@@ -64,7 +64,7 @@ func latestRejection(evs []corev1.Event, jobCreated time.Time) *podRejection {
 			first = jobCreated
 		}
 		if out == nil {
-			out = &podRejection{Message: e.Message, Since: first}
+			out = &refusal{Message: e.Message, Since: first}
 			newest = last
 			continue
 		}

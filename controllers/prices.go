@@ -94,7 +94,7 @@ func estimateCost(u *v1alpha1.Usage, p Prices) *v1alpha1.Usage {
 	}
 	estimated := false
 	for m, c := range u.ByModel {
-		if c.CostUSD != "" || countTokens(c) == 0 {
+		if c.CostUSD != "" || c.Tokens() == 0 {
 			continue
 		}
 		pr, ok := p.lookup(m)
@@ -112,14 +112,14 @@ func estimateCost(u *v1alpha1.Usage, p Prices) *v1alpha1.Usage {
 	var sum float64
 	var inModels int64
 	for _, c := range u.ByModel {
-		if c.CostUSD == "" && countTokens(c) > 0 {
+		if c.CostUSD == "" && c.Tokens() > 0 {
 			return u // a model without a price: no total cost to show
 		}
 		f, _ := strconv.ParseFloat(c.CostUSD, 64)
 		sum += f
-		inModels += countTokens(c)
+		inModels += c.Tokens()
 	}
-	if inModels < countTokens(u.TokenCounts) {
+	if inModels < u.TokenCounts.Tokens() {
 		return u // tokens outside the split cannot be priced
 	}
 	u.CostUSD = formatUSD(sum)
@@ -142,15 +142,4 @@ func (pr Price) cost(c v1alpha1.TokenCounts) float64 {
 // sums of estimates read as decimals (0.3, not 0.30000000000000004).
 func formatUSD(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e9)/1e9, 'f', -1, 64)
-}
-
-// countTokens is every token of c.
-func countTokens(c v1alpha1.TokenCounts) int64 {
-	var n int64
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-		}
-	}
-	return n
 }

@@ -1,5 +1,7 @@
 package events
 
+import "sort"
+
 // Sums follow docs/events.md ("Usage totals"): only non-null values are added, and a field that no
 // source reported stays null.
 
@@ -114,4 +116,59 @@ func StringOrNil(v string) *string {
 		return nil
 	}
 	return &v
+}
+
+// Tokens is every token of c, the four kinds added (a field not reported
+// counts 0): what a total, a budget, --max-tokens and the plugin's TOKENS
+// count. It is the one rule for a token total; Total is the same with
+// "nothing reported" kept apart.
+func (c TokenCounts) Tokens() int64 {
+	var n int64
+	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
+		if p != nil {
+			n += *p
+		}
+	}
+	return n
+}
+
+// Total is Tokens, or nil when none of the four kinds was reported
+// (status.usage.totalTokens is then absent).
+func (c TokenCounts) Total() *int64 {
+	if c.InputTokens == nil && c.OutputTokens == nil && c.CacheReadTokens == nil && c.CacheWriteTokens == nil {
+		return nil
+	}
+	n := c.Tokens()
+	return &n
+}
+
+// ModelsBySize is the models of byModel with the most tokens first (then
+// by name): the order in which a bounded split keeps them.
+func ModelsBySize(byModel map[string]TokenCounts) []string {
+	names := make([]string, 0, len(byModel))
+	for m := range byModel {
+		names = append(names, m)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		ti, tj := byModel[names[i]].Tokens(), byModel[names[j]].Tokens()
+		if ti != tj {
+			return ti > tj
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// Bounded is a copy of t whose by_model holds at most n models, those
+// with the most tokens (ModelsBySize), and whether any was left out. The
+// totals stay whole: what the kept models lack is the left-out models'.
+func (t Totals) Bounded(n int) (Totals, bool) {
+	if len(t.ByModel) <= n {
+		return t.Clone(), false
+	}
+	out := Totals{TokenCounts: t.TokenCounts.Clone(), ByModel: make(map[string]TokenCounts, n)}
+	for _, m := range ModelsBySize(t.ByModel)[:max(n, 0)] {
+		out.ByModel[m] = t.ByModel[m].Clone()
+	}
+	return out, true
 }

@@ -5,10 +5,12 @@
 #                                                   write dist/agentrun.yaml
 #   hack/plugin-release.sh manifest VERSION DIR     only write DIR/agentrun.yaml from
 #                                                   the tarballs already in DIR
+#   hack/plugin-release.sh tarball VERSION OS/ARCH DIR   only build one platform's
+#                                                   tarball into DIR
 #
 # VERSION is krew's: v MAJOR.MINOR.PATCH. The tarballs are
 # kubectl-agentrun_VERSION_OS_ARCH.tar.gz for linux and darwin on amd64 and
-# arm64, each holding the static binary kubectl-agentrun; they are built
+# arm64, each holding the static binary kubectl-agentrun and the LICENSE; they are built
 # reproducibly (no cgo, -trimpath, fixed tar metadata), so the same commit
 # gives the same sums. Upload them to the GitHub release VERSION: that is
 # where the URIs of hack/krew/agentrun.yaml point. dist/agentrun.yaml is
@@ -51,25 +53,35 @@ manifest() {
   echo "$dir/agentrun.yaml"
 }
 
+# tarball VERSION OS/ARCH DIR: the plugin's tarball of one platform, the
+# static binary kubectl-agentrun and the LICENSE (krew wants it in the
+# archive) at its top.
+tarball() {
+  local version=$1 os=${2%/*} arch=${2#*/} dir=$3 stage
+  check_version "$version"
+  stage=$(mktemp -d)
+  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" \
+    -o "$stage/kubectl-agentrun" ./cmd/kubectl-agentrun)
+  cp "$root/LICENSE" "$stage/LICENSE"
+  tar -C "$stage" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - LICENSE kubectl-agentrun |
+    gzip -n -9 > "$dir/kubectl-agentrun_${version}_${os}_${arch}.tar.gz"
+  rm -rf "$stage"
+  echo "plugin-release: $dir/kubectl-agentrun_${version}_${os}_${arch}.tar.gz" >&2
+}
+
 build() {
   local version=$1 dist="$root/dist"
   check_version "$version"
   mkdir -p "$dist"
   for platform in $platforms; do
-    local os=${platform%/*} arch=${platform#*/} stage
-    stage=$(mktemp -d)
-    (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" \
-      -o "$stage/kubectl-agentrun" ./cmd/kubectl-agentrun)
-    tar -C "$stage" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - kubectl-agentrun |
-      gzip -n -9 > "$dist/kubectl-agentrun_${version}_${os}_${arch}.tar.gz"
-    rm -rf "$stage"
-    echo "plugin-release: dist/kubectl-agentrun_${version}_${os}_${arch}.tar.gz" >&2
+    tarball "$version" "$platform" "$dist"
   done
   manifest "$version" "$dist"
 }
 
 case "${1:-}" in
   manifest) [[ $# -eq 3 ]] || die "usage: hack/plugin-release.sh manifest VERSION DIR"; manifest "$2" "$3" ;;
+  tarball) [[ $# -eq 4 ]] || die "usage: hack/plugin-release.sh tarball VERSION OS/ARCH DIR"; tarball "$2" "$3" "$4" ;;
   v*) [[ $# -eq 1 ]] || die "usage: hack/plugin-release.sh VERSION"; build "$1" ;;
-  *) die "usage: hack/plugin-release.sh VERSION | manifest VERSION DIR" ;;
+  *) die "usage: hack/plugin-release.sh VERSION | manifest VERSION DIR | tarball VERSION OS/ARCH DIR" ;;
 esac

@@ -142,7 +142,7 @@ func printRuns(w io.Writer, runs []v1alpha1.AgentRun, withNamespace bool, now ti
 func runRow(run *v1alpha1.AgentRun, now time.Time) []string {
 	st := run.Status
 	tokens := none
-	if n, ok := totalTokens(st.Usage); ok {
+	if n, ok := st.Usage.Tokens(); ok {
 		tokens = text.FormatTokens(n)
 	}
 	age := none
@@ -158,26 +158,6 @@ func runRow(run *v1alpha1.AgentRun, now time.Time) []string {
 	}
 	return []string{run.Name, orNone(string(st.Phase)), orNone(succeededReason(run)), tokens, costCell(st.Usage),
 		runDuration(run, now), age, orNone(res)}
-}
-
-// totalTokens is usage.totalTokens, or the sum of the kinds reported when
-// it is missing.
-func totalTokens(u *v1alpha1.Usage) (int64, bool) {
-	if u == nil {
-		return 0, false
-	}
-	if u.TotalTokens != nil {
-		return *u.TotalTokens, true
-	}
-	var n int64
-	var reported bool
-	for _, p := range []*int64{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-			reported = true
-		}
-	}
-	return n, reported
 }
 
 // runDuration is the DURATION cell.

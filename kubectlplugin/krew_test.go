@@ -1,9 +1,13 @@
 package kubectlplugin
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +60,7 @@ func readKrew(t *testing.T, path string) krewPlugin {
 
 // checkKrew checks a manifest of version: kubectl finds `kubectl agentrun`
 // as the binary kubectl-agentrun, which every platform's tarball holds at
-// its top; linux and darwin on amd64 and arm64; each URI is the release
+// its top with the LICENSE (krew requires it); linux and darwin on amd64 and arm64; each URI is the release
 // tarball of its version and platform. It returns the sha256 by tarball.
 func checkKrew(t *testing.T, p krewPlugin, version string) map[string]string {
 	t.Helper()
@@ -79,7 +83,8 @@ func checkKrew(t *testing.T, p krewPlugin, version string) map[string]string {
 		if want := "https://github.com/agentrun-dev/agentrun/releases/download/" + version + "/" + tarball; pl.URI != want {
 			t.Errorf("%s/%s: uri %s, want %s", os, arch, pl.URI, want)
 		}
-		if pl.Bin != "kubectl-agentrun" || len(pl.Files) != 1 || pl.Files[0].From != "kubectl-agentrun" || pl.Files[0].To != "." {
+		if pl.Bin != "kubectl-agentrun" || len(pl.Files) != 2 || pl.Files[0].From != "kubectl-agentrun" || pl.Files[0].To != "." ||
+			pl.Files[1].From != "LICENSE" || pl.Files[1].To != "." {
 			t.Errorf("%s/%s: bin %q files %+v", os, arch, pl.Bin, pl.Files)
 		}
 		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(pl.Sha256) {
@@ -139,5 +144,49 @@ func TestKrewRelease(t *testing.T) {
 		if out, err := exec.Command("../hack/plugin-release.sh", args...).CombinedOutput(); err == nil {
 			t.Errorf("%v succeeded: %s", args, out)
 		}
+	}
+}
+
+// TestKrewTarball: a platform's tarball holds the static binary and the
+// repository's LICENSE at its top, and nothing else.
+func TestKrewTarball(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("../hack/plugin-release.sh", "tarball", "v1.4.0", "linux/amd64", dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	f, err := os.Open(filepath.Join(dir, "kubectl-agentrun_v1.4.0_linux_amd64.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = b
+	}
+	if len(files) != 2 || !bytes.Equal(files["LICENSE"], readFile(t, "../LICENSE")) || !bytes.HasPrefix(files["kubectl-agentrun"], []byte("\x7fELF")) {
+		names := []string{}
+		for n := range files {
+			names = append(names, n)
+		}
+		t.Errorf("tarball holds %v: want kubectl-agentrun (an ELF binary) and the LICENSE", names)
+	}
+	if !bytes.Contains(readFile(t, "../LICENSE"), []byte("Apache License\n                           Version 2.0")) {
+		t.Error("LICENSE is not the Apache License 2.0")
 	}
 }

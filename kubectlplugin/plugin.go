@@ -6,6 +6,7 @@
 //	run --runtime R   an AgentRun made from flags, followed like `logs -f`
 //	ui                a web view of runs, live events and spend (kubectlplugin/ui)
 //	diff NAME         the run's change: its patch for git am, or its branch
+//	release           frees agent Pods from the harvest finalizer when no manager will
 //
 // cmd/kubectl-agentrun is a thin main around Env.Main. The verbs talk to
 // the API server with controller-runtime's client, from kubectl's own
@@ -73,6 +74,7 @@ Usage:
   kubectl agentrun run --runtime RUNTIME [--model M] [-f FILE | PROMPT] [flags]
   kubectl agentrun ui [-n NS | -A] [--port P] [--address 127.0.0.1] [--no-open] [--trace-url URL]
   kubectl agentrun diff NAME [--stat]
+  kubectl agentrun release [-n NS | -A]
 
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server, ...)
 work with every verb. Run "kubectl agentrun VERB -h" for the flags of a verb.
@@ -87,12 +89,13 @@ const connectionHelp = `kubectl's connection flags work too: --kubeconfig, --con
 // verbs are the plugin's commands, each given its flag set (with the
 // connection flags already bound) and the arguments to parse.
 var verbs = map[string]func(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args []string) int{
-	"get":   getCmd,
-	"logs":  logsCmd,
-	"usage": usageCmd,
-	"run":   runCmd,
-	"ui":    uiCmd,
-	"diff":  diffCmd,
+	"get":     getCmd,
+	"logs":    logsCmd,
+	"usage":   usageCmd,
+	"run":     runCmd,
+	"ui":      uiCmd,
+	"diff":    diffCmd,
+	"release": releaseCmd,
 }
 
 // Main runs one `kubectl agentrun` command line and returns its exit code.

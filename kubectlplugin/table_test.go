@@ -172,8 +172,8 @@ func TestTotalTokens(t *testing.T) {
 			InputTokens: i64(1), OutputTokens: i64(2), CacheReadTokens: i64(3), CacheWriteTokens: i64(4)}}, 10, true},
 		{"zero reported", &v1alpha1.Usage{TokenCounts: v1alpha1.TokenCounts{OutputTokens: i64(0)}}, 0, true},
 	} {
-		if n, ok := totalTokens(c.u); n != c.n || ok != c.ok {
-			t.Errorf("%s: totalTokens = %d, %t; want %d, %t", c.name, n, ok, c.n, c.ok)
+		if n, ok := c.u.Tokens(); n != c.n || ok != c.ok {
+			t.Errorf("%s: Usage.Tokens = %d, %t; want %d, %t", c.name, n, ok, c.n, c.ok)
 		}
 	}
 }

@@ -452,7 +452,10 @@ func TestUISpend(t *testing.T) {
 
 	budget := &v1alpha1.AgentBudget{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "team-a"},
 		Spec: v1alpha1.AgentBudgetSpec{Window: v1alpha1.BudgetWindow{Rolling: "24h"}, MaxTokens: i64(400_000), MaxCostUSD: "2.50",
-			Selector: &metav1.LabelSelector{MatchLabels: team}}}
+			Selector: &v1alpha1.BudgetSelector{MatchLabels: map[string]v1alpha1.LabelValue{}}}}
+	for k, v := range team {
+		budget.Spec.Selector.MatchLabels[k] = v1alpha1.LabelValue(v)
+	}
 	if err := cl.c.Create(cl.ctx, budget); err != nil {
 		t.Fatal(err)
 	}

@@ -23,11 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/events/aggregator"
 )
 
 // MaxBytes is the largest encoded summary: the kubelet keeps at most 4096
@@ -62,10 +60,10 @@ type Summary struct {
 	DurationMs int64  `json:"duration_ms"`
 	// Usage is end.usage. When ByModelCut is set, by_model holds only the
 	// models with the most tokens; the totals are always whole.
-	Usage     events.Totals       `json:"usage"`
-	SessionID *string             `json:"session_id"`
-	Counters  aggregator.Counters `json:"counters"`
-	Result    *string             `json:"result"`
+	Usage     events.Totals   `json:"usage"`
+	SessionID *string         `json:"session_id"`
+	Counters  events.Counters `json:"counters"`
+	Result    *string         `json:"result"`
 	// ResultBytes is the length in bytes of the whole result, cut or not.
 	ResultBytes int `json:"result_bytes"`
 
@@ -104,7 +102,7 @@ type Isolation struct {
 
 // FromEnd builds the whole (uncut) summary of an end event and the
 // aggregator's counters. A nil end gives a failed summary that says so.
-func FromEnd(end *events.End, c aggregator.Counters) Summary {
+func FromEnd(end *events.End, c events.Counters) Summary {
 	if end == nil {
 		return Summary{Version: Version, Status: events.StatusFailed,
 			Detail: "agentrun ended without an end event", Usage: events.Totals{ByModel: map[string]events.TokenCounts{}},
@@ -233,17 +231,7 @@ func (s Summary) fit(limit int) []byte {
 // trimByModel keeps the models with the most tokens (then by name) that fit
 // within limit, and marks the cut.
 func (s *Summary) trimByModel(limit int) {
-	names := make([]string, 0, len(s.Usage.ByModel))
-	for m := range s.Usage.ByModel {
-		names = append(names, m)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		ti, tj := tokens(s.Usage.ByModel[names[i]]), tokens(s.Usage.ByModel[names[j]])
-		if ti != tj {
-			return ti > tj
-		}
-		return names[i] < names[j]
-	})
+	names := events.ModelsBySize(s.Usage.ByModel)
 	all := s.Usage.ByModel
 	keep := func(k int) {
 		s.Usage.ByModel = make(map[string]events.TokenCounts, k)
@@ -266,16 +254,6 @@ func (s *Summary) trimByModel(limit int) {
 	}
 	keep(lo)
 	s.ByModelCut = lo < len(names)
-}
-
-func tokens(c events.TokenCounts) int64 {
-	var n int64
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-		}
-	}
-	return n
 }
 
 // cutToFit returns the longest prefix of v (at a UTF-8 boundary) that, set

@@ -12,8 +12,10 @@ import (
 // (the kubectl plugin's views) show: one home for each.
 
 // Covers reports whether the budget covers run: the same namespace, and
-// the selector (none: every run) matches the run's labels. A selector that
-// does not parse covers no run.
+// the selector (none: every run) matches the run's BudgetLabels. A
+// selector that does not parse covers every run of the namespace (fail
+// closed: the budget holds them, condition Exhausted, reason
+// InvalidSelector, until it is fixed).
 func (b *AgentBudget) Covers(run *AgentRun) bool {
 	if b.Namespace != run.Namespace {
 		return false
@@ -21,8 +23,22 @@ func (b *AgentBudget) Covers(run *AgentRun) bool {
 	if b.Spec.Selector == nil {
 		return true
 	}
-	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-	return err == nil && sel.Matches(labels.Set(run.Labels))
+	sel, err := b.Spec.Selector.Parse()
+	return err != nil || sel.Matches(labels.Set(run.BudgetLabels()))
+}
+
+// Parse is the selector as a labels.Selector, or why it is not one.
+func (s *BudgetSelector) Parse() (labels.Selector, error) {
+	return metav1.LabelSelectorAsSelector(s.LabelSelector())
+}
+
+// BudgetLabels are the labels budgets pick run by: those it had when it
+// ended (status.labelsAtEnd), else its labels.
+func (run *AgentRun) BudgetLabels() map[string]string {
+	if run.Status.CompletionTime != nil && len(run.Status.LabelsAtEnd) > 0 {
+		return run.Status.LabelsAtEnd
+	}
+	return run.Labels
 }
 
 // SpentMessage is the message of a run the budget holds back or stops:

@@ -36,10 +36,82 @@ type AgentBudgetSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[0-9]{1,12}(\.[0-9]{1,9})?$`
 	MaxCostUSD string `json:"maxCostUSD,omitempty"`
-	// Selector picks the AgentRuns the budget covers by their labels;
-	// left out, it covers every AgentRun of the namespace.
+	// Selector picks the AgentRuns the budget covers by their labels (a
+	// label selector, as a Deployment's); left out, it covers every
+	// AgentRun of the namespace. A run that has ended is picked by the
+	// labels it had at its end (status.labelsAtEnd). A selector the
+	// manager cannot read (stored before these rules) covers every run of
+	// the namespace and holds them (condition Exhausted, reason
+	// InvalidSelector) until it is fixed.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *BudgetSelector `json:"selector,omitempty"`
+}
+
+// BudgetSelector is a label selector (metav1.LabelSelector's fields and
+// meaning) whose rules the API server checks, so that a typo cannot make a
+// budget cover nothing: the operators, the values each operator needs, the
+// keys and values a label can have.
+type BudgetSelector struct {
+	// MatchLabels: a run has each of these labels with this value.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="selector.matchLabels: a key is a label key (an optional DNS prefix and /, then at most 63 of A-Z a-z 0-9 - _ . beginning and ending with a letter or digit)"
+	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
+	// MatchExpressions: a run meets each of these requirements.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	MatchExpressions []BudgetSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// BudgetSelectorRequirement is one requirement on a label: In and NotIn
+// need values, Exists and DoesNotExist take none.
+//
+// +kubebuilder:validation:XValidation:rule="(self.operator == 'In' || self.operator == 'NotIn') == (has(self.values) && size(self.values) > 0)",message="selector.matchExpressions: In and NotIn need values, Exists and DoesNotExist take none"
+type BudgetSelectorRequirement struct {
+	// Key is the label's key.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	Key string `json:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +required
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// Values of In and NotIn.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Values []LabelValue `json:"values,omitempty"`
+}
+
+// LabelValue is a label's value: at most 63 of A-Z a-z 0-9 - _ .,
+// beginning and ending with a letter or digit, or empty.
+//
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// LabelSelector is the selector in metav1's form; nil for nil.
+func (s *BudgetSelector) LabelSelector() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{}
+	for k, v := range s.MatchLabels {
+		if out.MatchLabels == nil {
+			out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		}
+		out.MatchLabels[k] = string(v)
+	}
+	for _, e := range s.MatchExpressions {
+		r := metav1.LabelSelectorRequirement{Key: e.Key, Operator: e.Operator}
+		for _, v := range e.Values {
+			r.Values = append(r.Values, string(v))
+		}
+		out.MatchExpressions = append(out.MatchExpressions, r)
+	}
+	return out
 }
 
 // BudgetWindow is a rolling window (the last 24h, say) or a calendar one

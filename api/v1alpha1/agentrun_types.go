@@ -651,8 +651,9 @@ type AgentRunStatus struct {
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
 	// Detail says why a run did not finish (end.detail, or what the
-	// controller saw).
+	// controller saw), cut to 4 KiB.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4097
 	Detail string `json:"detail,omitempty"`
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -670,17 +671,26 @@ type AgentRunStatus struct {
 	// Result is the main agent's last text (end.result), cut to 32 KiB;
 	// the event log (`kubectl logs -c events`) has all of it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32768
 	Result *string `json:"result,omitempty"`
 	// ResultTruncated is true when Result is only the start of the result.
 	// +optional
 	ResultTruncated bool `json:"resultTruncated,omitempty"`
-	// SessionID is end.session_id: pass it to spec.session.resume.
+	// SessionID is end.session_id: pass it to spec.session.resume. An id
+	// longer than 256 bytes is left out (a cut id resumes nothing).
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	SessionID string `json:"sessionID,omitempty"`
 	// +optional
 	JobName string `json:"jobName,omitempty"`
 	// +optional
 	PodName string `json:"podName,omitempty"`
+	// LabelsAtEnd are the run's labels when it ended: the AgentBudgets
+	// that counted it go on counting it by these, so relabelling an ended
+	// run does not take its spend out of a budget. Absent for a run that
+	// ended without labels (its labels then count).
+	// +optional
+	LabelsAtEnd map[string]string `json:"labelsAtEnd,omitempty"`
 	// Counters are the run's tallies: so far while it is Running, the
 	// end's once it ended.
 	// +optional
@@ -804,6 +814,17 @@ type TokenCounts struct {
 	CostEstimated bool `json:"costEstimated,omitempty"`
 }
 
+// Bounds of status.usage.byModel (an agent names its models, and a status
+// must stay far below the API server's object size limit): the CRD's
+// maxProperties and its rule on the names, and what the manager keeps.
+const (
+	// MaxByModel is the most models status keeps: those with the most
+	// tokens. The events sidecar's live document carries as many.
+	MaxByModel = 64
+	// MaxModelNameBytes bounds a model name in status.
+	MaxModelNameBytes = 256
+)
+
 // Usage is the run's usage total with the per-model split.
 type Usage struct {
 	TokenCounts `json:",inline"`
@@ -811,11 +832,16 @@ type Usage struct {
 	// +optional
 	TotalTokens *int64 `json:"totalTokens,omitempty"`
 	// ByModel splits the totals by model ("unknown" when the runtime did
-	// not say).
+	// not say): at most 64 models (MaxByModel), those with the most
+	// tokens, each named in at most 256 bytes.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(m, size(m) <= 256)",message="usage.byModel: a model name has at most 256 characters"
 	ByModel map[string]TokenCounts `json:"byModel,omitempty"`
 	// ByModelTruncated is true when ByModel holds only the largest models
-	// (the end summary had no room and the event log could not be read).
+	// (more than 64, a model name too long for status, or an end summary
+	// that had no room while the event log could not be read); the totals
+	// are always whole.
 	// +optional
 	ByModelTruncated bool `json:"byModelTruncated,omitempty"`
 }
@@ -863,6 +889,7 @@ const AnnotationTraceState = "agentrun.dev/tracestate"
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.costUSD`
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`
 // +kubebuilder:printcolumn:name="Change",type=string,JSONPath=`.status.git.diffStat`
 // +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.status.git.branch`,priority=1
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1

@@ -31,14 +31,16 @@ const (
 	ConditionReady = "Ready"
 	// ConditionReconciling is True while the run is in progress
 	// (abnormal-true, the kstatus convention; reason Pending, Queued,
-	// Running, or PodRejected while the Job cannot create its Pod), False
+	// Running, or JobRefused while the API server refuses the run's Job, or
+	// PodRejected while the Job cannot create its Pod), False
 	// (reason Ended) once it has ended. kstatus reads a True Reconciling as
 	// InProgress, so Flux `wait` and `dependsOn` wait for the run.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when the run ended without succeeding
 	// (abnormal-true, the kstatus convention), with the Succeeded reason
-	// and message, and while the Job cannot create the run's Pod (reason
-	// PodRejected); False otherwise (reason Pending, Queued, Running or
+	// and message, while the API server refuses to create the run's Job
+	// (reason JobRefused), and while the Job cannot create the run's Pod
+	// (reason PodRejected); False otherwise (reason Pending, Queued, Running or
 	// Finished). kstatus reads a True Stalled as Failed.
 	ConditionStalled = "Stalled"
 )
@@ -60,6 +62,14 @@ const (
 	// server's refusal. On Stalled and Reconciling while it lasts; once it
 	// has lasted the start-up grace, the end reason of the run.
 	ReasonPodRejected = "PodRejected"
+	// ReasonJobRefused: the API server refuses to create the run's Job
+	// for a reason that may pass (a ResourceQuota, an admission webhook or
+	// policy that denies it or is down, the manager's own permissions, an
+	// overloaded API server); the message is the server's answer. The
+	// manager retries with a growing backoff (up to a minute); on Stalled
+	// and Reconciling while it lasts, with a Warning Event per new message;
+	// once it has lasted the start-up grace, the end reason of the run.
+	ReasonJobRefused = "JobRefused"
 	// ReasonBudgetExhausted: the run waits, Queued without a Job, while an
 	// AgentBudget covering it is spent (the reason of its Queued Event; the
 	// message names the budget).
@@ -126,15 +136,18 @@ const (
 	ReasonJobDeleted = "JobDeleted"
 	// ReasonJobFailed: the Job or its Pod failed before the agent ended.
 	ReasonJobFailed = "JobFailed"
-	// ReasonJobRejected: the API server refused the run's Job (the spec
-	// cannot make a valid Job).
+	// ReasonJobRejected: the API server refused the run's Job for good,
+	// so retrying cannot help: the spec cannot make a valid Job (422
+	// Invalid, 400 BadRequest, 413 too large) or its namespace is being
+	// deleted. The detail is the server's answer.
 	ReasonJobRejected = "JobRejected"
 )
 
 // AgentBudget condition types.
 const (
 	// ConditionExhausted is True while the budget is spent (reason
-	// TokensSpent or CostSpent, or InvalidWindow), False (reason
+	// TokensSpent or CostSpent, or InvalidWindow or InvalidSelector),
+	// False (reason
 	// WithinBudget) otherwise. While it is True, new runs the budget
 	// covers stay Queued and the running ones are stopped.
 	ConditionExhausted = "Exhausted"
@@ -152,4 +165,9 @@ const (
 	// manager does not know): the budget counts as spent until it is
 	// fixed.
 	ReasonInvalidWindow = "InvalidWindow"
+	// ReasonInvalidSelector: spec.selector does not parse (a budget stored
+	// before the CRD checked selectors): the budget covers every run of
+	// its namespace and counts as spent until it is fixed, rather than
+	// covering nothing.
+	ReasonInvalidSelector = "InvalidSelector"
 )

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -37,6 +40,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
+	"github.com/agentrun-dev/agentrun/harvest"
 )
 
 // config is the manager's command line.
@@ -60,11 +64,14 @@ type config struct {
 	// empty: all namespaces.
 	watchNamespaces []string
 	leaderElect     bool
-	concurrency     int
-	qps             float64
-	burst           int
-	graces          controllers.Graces
-	job             controllers.JobConfig
+	// leaderElectionID names the lease: one per install, so that two
+	// releases (disjoint watchNamespaces) each elect their own leader.
+	leaderElectionID string
+	concurrency      int
+	qps              float64
+	burst            int
+	graces           controllers.Graces
+	job              controllers.JobConfig
 	// live reads running runs' progress from their Pods
 	// (docs/kubernetes/live-usage.md); off: usage reaches status at the end
 	// only.
@@ -84,6 +91,7 @@ func main() {
 	flag.BoolVar(&c.enableHTTP2, "enable-http2", false, "serve metrics over HTTP/2 too (off: HTTP/2 stream floods reach the server before authentication)")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	flag.BoolVar(&c.leaderElect, "leader-elect", false, "elect a leader, for more than one replica")
+	flag.StringVar(&c.leaderElectionID, "leader-election-id", "agentrun-manager.agentrun.dev", "name of the leader election lease in the manager's namespace (the chart's default: <release>-manager.agentrun.dev), one per install")
 	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile AgentRuns in (Roles there suffice); empty: all namespaces")
 	flag.StringVar(&c.job.RunnerImage, "runner-image", "agentrun-runner:dev", "default image of the agent Pods (agentrun, bubblewrap, the agent CLIs)")
 	flag.StringVar(&pullPolicy, "runner-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of the runner image")
@@ -117,6 +125,7 @@ func main() {
 	flag.StringVar(&otlp.ResourceAttributes, "otlp-resource-attributes", "", "more resource attributes of the runs, key=value,... (OTEL_RESOURCE_ATTRIBUTES)")
 	flag.StringVar(&otlp.SemconvOptIn, "otlp-semconv-opt-in", "", "OTEL_SEMCONV_STABILITY_OPT_IN of the runs and of the manager's own gen_ai metrics (gen_ai_latest_experimental: the latest GenAI conventions)")
 	flag.BoolVar(&otlp.CaptureContent, "otlp-capture-content", false, "export the runs' prompts, texts and results (each cut at 4 KiB)")
+	release := flag.Bool("release-harvest-finalizers", false, "do not run the manager: remove the agentrun.dev/harvest finalizer from the agent Pods of --watch-namespaces (all namespaces when empty) and exit, so that no Pod waits for a manager that is gone (the chart's pre-delete hook; docs/kubernetes/operations.md)")
 	flag.DurationVar(&c.budgetInterval, "budget-status-interval", controllers.DefaultBudgetInterval, "least time between two writes of an AgentBudget's status that only move its numbers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -150,6 +159,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(2)
+	}
+	if *release {
+		if err := releaseHarvest(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), c.watchNamespaces); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -288,13 +304,37 @@ func managerOptions(c config, scheme *runtime.Scheme) (ctrl.Options, error) {
 		Metrics:                metrics,
 		HealthProbeBindAddress: c.probeAddr,
 		LeaderElection:         c.leaderElect,
-		LeaderElectionID:       "agentrun-manager.agentrun.dev",
+		LeaderElectionID:       c.leaderElectionID,
 		// The process exits as soon as the manager stops, so giving the
 		// lease back is safe, and a rollout's new Pod leads at once
 		// instead of after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
 	}, nil
+}
+
+// releaseHarvest removes the harvest finalizer from the agent Pods of the
+// namespaces (every namespace when there are none), logging each Pod.
+func releaseHarvest(ctx context.Context, cfg *rest.Config, namespaces []string) error {
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return err
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	log := ctrl.Log.WithName("release")
+	for _, ns := range namespaces {
+		released, err := harvest.Release(ctx, c, ns)
+		for _, p := range released {
+			log.Info("released the agent Pod: it no longer waits for a manager", "pod", p.String())
+		}
+		if err != nil {
+			return err
+		}
+		log.Info("released the agent Pods", "namespace", ns, "pods", len(released))
+	}
+	return nil
 }
 
 func run(c config) error {

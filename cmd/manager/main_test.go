@@ -153,6 +153,11 @@ func TestManagerOptions(t *testing.T) {
 				t.Errorf("the cache lost its label selectors for Jobs and Pods: %v", o.Cache.ByObject)
 			}
 		}},
+		{"leader election lease", config{leaderElect: true, leaderElectionID: "team-a-manager.agentrun.dev"}, "", func(t *testing.T, c config) {
+			if o := mustOptions(t, c); !o.LeaderElection || o.LeaderElectionID != "team-a-manager.agentrun.dev" {
+				t.Errorf("leader election %v on %q", o.LeaderElection, o.LeaderElectionID)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := managerOptions(tc.config, newScheme())

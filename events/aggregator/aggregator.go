@@ -53,14 +53,10 @@ type Aggregator struct {
 	err      error // first sink error; later events are dropped
 }
 
-// Counters are the run's tallies, for the end summary in Kubernetes status.
-type Counters struct {
-	Tools             int `json:"tools"`
-	ToolErrors        int `json:"toolErrors"`
-	Denials           int `json:"denials"`
-	Subagents         int `json:"subagents"`
-	DeniedConnections int `json:"deniedConnections"`
-}
+// Counters are the run's tallies, for the end summary in Kubernetes status:
+// the events this aggregator wrote, counted by events.Counters.Count, the
+// rule the live tracker applies to the same stream.
+type Counters = events.Counters
 
 type subagent struct {
 	number  int
@@ -94,10 +90,12 @@ func New(sink Sink, now func() time.Time) *Aggregator {
 }
 
 func (a *Aggregator) emit(typ string, e events.Event) {
+	events.Stamp(e, typ, a.now())
+	// Counted as written, so the counters are what the stream says.
+	a.counters.Count(e)
 	if a.err != nil {
 		return
 	}
-	events.Stamp(e, typ, a.now())
 	a.err = a.sink(e)
 }
 
@@ -145,7 +143,7 @@ func (a *Aggregator) Add(r records.Record) {
 	case records.CallUsage:
 		a.callStart(r.Parent, r.CallID)
 		if r.CallID != "" && !a.finishedCalls.Has(r.CallID) {
-			n := tokens(r.Counts)
+			n := r.Counts.Tokens()
 			a.inflightTokens += n - a.inflight[r.CallID]
 			a.inflight[r.CallID] = n
 		}
@@ -159,7 +157,6 @@ func (a *Aggregator) Add(r records.Record) {
 		var reason *string
 		if !r.Allowed {
 			reason = events.String(r.Reason)
-			a.counters.DeniedConnections += max(1, r.Suppressed)
 		}
 		a.emit(events.TypeNetwork, &events.NetworkAccess{Host: r.Host, Port: r.Port, Allowed: r.Allowed, Reason: reason, Suppressed: r.Suppressed})
 	case records.Total:
@@ -183,18 +180,6 @@ func (a *Aggregator) callStart(parent, id string) {
 	if parent == "" {
 		a.mainCalls++
 	}
-}
-
-// tokens is what --max-tokens counts: everything the call consumed and
-// produced, cached or not.
-func tokens(c events.TokenCounts) int64 {
-	var n int64
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-		}
-	}
-	return n
 }
 
 func (a *Aggregator) toolStart(r records.ToolStart) {
@@ -235,13 +220,6 @@ func (a *Aggregator) toolEnd(r records.ToolEnd) {
 func (a *Aggregator) writeTool(t *tool, denied bool, errv *bool) {
 	delete(a.tools, t.start.ID)
 	a.endedTools.Add(t.start.ID)
-	a.counters.Tools++
-	if denied {
-		a.counters.Denials++
-	}
-	if errv != nil && *errv {
-		a.counters.ToolErrors++
-	}
 	a.emit(events.TypeTool, &events.Tool{ID: t.start.ID, Parent: t.start.Parent, Name: t.start.Name,
 		Summary: t.start.Summary, Denied: denied, Error: errv})
 }
@@ -257,7 +235,6 @@ func (a *Aggregator) startSubagent(r records.SubagentStart) {
 	a.subagentCount++
 	s := &subagent{number: a.subagentCount, parent: r.Parent, started: a.now(), usage: events.NewTotals()}
 	a.subagents[r.ID] = s
-	a.counters.Subagents++
 	a.emit(events.TypeSubagentStart, &events.SubagentStart{ID: r.ID, Parent: parent, Number: s.number, Kind: r.Kind,
 		Model: events.StringOrNil(r.Model), Description: records.OneLine(r.Description)})
 }
@@ -290,7 +267,9 @@ func (a *Aggregator) addUsage(r records.Usage) {
 		delete(a.inflight, r.CallID)
 		a.finishedCalls.Add(r.CallID)
 	}
-	a.finishedTokens += tokens(r.Counts)
+	// --max-tokens counts everything the call consumed and produced,
+	// cached or not.
+	a.finishedTokens += r.Counts.Tokens()
 	parent := a.parentOf(r.Parent)
 	a.usage.AddModel(r.Model, r.Counts)
 	// A subagent's usage counts for it and for every running subagent

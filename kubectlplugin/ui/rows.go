@@ -87,7 +87,7 @@ func newRow(info *runInfo) row {
 		r.DurationMs = st.CompletionTime.Sub(st.StartTime.Time).Milliseconds()
 	}
 	if u := st.Usage; u != nil {
-		if n, ok := totalTokens(u); ok {
+		if n, ok := u.Tokens(); ok {
 			r.Tokens, r.TokensText = n, text.FormatTokens(n)
 		}
 		if c, ok := usagesum.ParseCost(u.CostUSD); ok {
@@ -143,7 +143,7 @@ func modelOf(run *v1alpha1.AgentRun) string {
 		var best string
 		var most int64 = -1
 		for m, c := range u.ByModel {
-			if n := usagesum.Tokens(c); n > most || (n == most && m < best) {
+			if n := c.Tokens(); n > most || (n == most && m < best) {
 				best, most = m, n
 			}
 		}
@@ -179,22 +179,6 @@ func succeededReason(run *v1alpha1.AgentRun) string {
 // or Failed.
 func ended(run *v1alpha1.AgentRun) bool {
 	return run.Status.Phase == v1alpha1.PhaseSucceeded || run.Status.Phase == v1alpha1.PhaseFailed
-}
-
-// totalTokens is usage.totalTokens, or the sum of the kinds reported.
-func totalTokens(u *v1alpha1.Usage) (int64, bool) {
-	if u.TotalTokens != nil {
-		return *u.TotalTokens, true
-	}
-	var n int64
-	var reported bool
-	for _, p := range []*int64{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-			reported = true
-		}
-	}
-	return n, reported
 }
 
 // formatCost shows dollars with four decimals, as kubectl agentrun get

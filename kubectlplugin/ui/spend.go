@@ -259,9 +259,9 @@ func coversWords(b *v1alpha1.AgentBudget) string {
 	if b.Spec.Selector == nil {
 		return "every AgentRun of " + b.Namespace
 	}
-	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+	sel, err := b.Spec.Selector.Parse()
 	if err != nil {
-		return "no run: its selector does not parse"
+		return "every AgentRun of " + inert(b.Namespace) + ": its selector does not parse, and it holds them until it is fixed"
 	}
 	return inert("the AgentRuns labelled " + sel.String())
 }

@@ -61,24 +61,13 @@ func (s *Row) Add(c v1alpha1.TokenCounts, inProgress bool) {
 			s.Cost = new(big.Rat)
 		}
 		s.Cost.Add(s.Cost, cost)
-	} else if Tokens(c) > 0 {
+	} else if c.Tokens() > 0 {
 		s.NoCost++
 	}
 }
 
 // Total is the row's tokens of all four kinds.
 func (s *Row) Total() int64 { return s.Input + s.Output + s.CacheRead + s.CacheWrite }
-
-// Tokens is one usage's tokens of all four kinds.
-func Tokens(c v1alpha1.TokenCounts) int64 {
-	var n int64
-	for _, p := range []*int64{c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheWriteTokens} {
-		if p != nil {
-			n += *p
-		}
-	}
-	return n
-}
 
 // Report is the usage table: its rows, sorted by key, and the total
 // over runs (each run counted once).
@@ -141,7 +130,7 @@ func addByModel(u *v1alpha1.Usage, inProgress bool, row func(string) *Row) bool 
 		return false
 	}
 	if len(u.ByModel) == 0 {
-		if Tokens(u.TokenCounts) > 0 || u.CostUSD != "" {
+		if u.TokenCounts.Tokens() > 0 || u.CostUSD != "" {
 			row(UnknownModel).Add(u.TokenCounts, inProgress)
 		}
 		return false

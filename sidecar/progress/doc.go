@@ -25,7 +25,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/events"
-	"github.com/agentrun-dev/agentrun/events/aggregator"
 )
 
 // Version is the document format version; it goes up only when an existing
@@ -65,8 +64,11 @@ type Doc struct {
 	// (docs/events.md, "Usage totals"): the sum of the usage events, and
 	// end.usage itself once the end event was written.
 	Usage events.Totals `json:"usage"`
+	// ByModelCut is true when usage.by_model holds only the MaxModels
+	// models with the most tokens (the totals are whole).
+	ByModelCut bool `json:"by_model_cut,omitempty"`
 	// Counters are the run's tallies so far, as in the end summary.
-	Counters aggregator.Counters `json:"counters"`
+	Counters events.Counters `json:"counters"`
 	// ModelCalls counts usage events (one per model call; one per turn
 	// for codex, per step for dsh).
 	ModelCalls int64 `json:"model_calls"`

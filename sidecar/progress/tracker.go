@@ -57,6 +57,8 @@ func (t *Tracker) Line(line []byte) {
 func (t *Tracker) event(e events.Event) {
 	d := &t.doc
 	lines := t.fmt.Event(e)
+	// The counters follow the stream's one counting rule, the runner's.
+	d.Counters.Count(e)
 	switch e := e.(type) {
 	case *events.Usage:
 		d.Usage.AddModel(deref(e.Model), e.Counts())
@@ -71,20 +73,7 @@ func (t *Tracker) event(e events.Event) {
 		d.Activity = cut(l, MaxActivity)
 		return
 	case *events.Tool:
-		d.Counters.Tools++
-		if e.Denied {
-			d.Counters.Denials++
-		}
-		if e.Error != nil && *e.Error {
-			d.Counters.ToolErrors++
-		}
 		t.endTool(e.ID)
-	case *events.SubagentStart:
-		d.Counters.Subagents++
-	case *events.NetworkAccess:
-		if !e.Allowed {
-			d.Counters.DeniedConnections++
-		}
 	case *events.End:
 		d.Usage = e.Usage.Clone()
 		if d.Usage.ByModel == nil {
@@ -147,7 +136,10 @@ func (t *Tracker) Snapshot() (Doc, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.doc
-	d.Usage = t.doc.Usage.Clone()
+	// The tracker keeps every model (the largest may change); the
+	// document carries the largest MaxModels, so a run of many models
+	// still gets a document the reader accepts.
+	d.Usage, d.ByModelCut = t.doc.Usage.Bounded(MaxModels)
 	if t.doc.Meter != nil {
 		m := *t.doc.Meter
 		d.Meter = &m

@@ -41,6 +41,9 @@ const e2eKey = "sk-e2e-real-key-5f0c2a9e71"
 const mockHost = "mock-model.test"
 
 var (
+	// helmValues is the suite's values file for hack/cluster-install.sh
+	// (a test that uninstalls the chart installs it again with them).
+	helmValues string
 	root       string
 	kubectl    string
 	kubeconfig string
@@ -85,6 +88,7 @@ func run(m *testing.M) int {
 	// Every run of the suite exports its trace to a real collector on the
 	// node bridge (the chart's telemetry.otlp), which TestTelemetry reads.
 	values, err := startCollector()
+	helmValues = values
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: OpenTelemetry Collector: %v\n", err)
 		return 1

@@ -18,13 +18,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
 
-{{- /* The images: by version tag, the chart's appVersion unless a tag is given. */ -}}
+{{- /*
+The images: by version tag, the chart's appVersion unless a tag is given,
+under imageRegistry when it is set; a digest pins one (IMAGE@DIGEST).
+*/ -}}
+{{- define "agentrun.repository" -}}
+{{- if .registry -}}{{ printf "%s/%s" (trimSuffix "/" .registry) .repository }}{{- else -}}{{ .repository }}{{- end -}}
+{{- end -}}
+
 {{- define "agentrun.managerImage" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repo := include "agentrun.repository" (dict "registry" .Values.imageRegistry "repository" .Values.image.repository) -}}
+{{- $image := printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- if .Values.image.digest -}}
+{{- $image = printf "%s@%s" $image .Values.image.digest -}}
+{{- end -}}
+{{- $image -}}
 {{- end -}}
 
 {{- define "agentrun.runnerImage" -}}
-{{- $image := .Values.runner.image | default (printf "%s:%s" .Values.runner.repository (.Values.runner.tag | default .Chart.AppVersion)) -}}
+{{- $repo := include "agentrun.repository" (dict "registry" .Values.imageRegistry "repository" .Values.runner.repository) -}}
+{{- $image := .Values.runner.image | default (printf "%s:%s" $repo (.Values.runner.tag | default .Chart.AppVersion)) -}}
 {{- if .Values.runner.digest -}}
 {{- $image = printf "%s@%s" $image .Values.runner.digest -}}
 {{- end -}}
