@@ -58,7 +58,9 @@ build() {
   for platform in $platforms; do
     local os=${platform%/*} arch=${platform#*/} stage
     stage=$(mktemp -d)
-    (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" \
+    # `kubectl agentrun version` prints the release's version and commit.
+    (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+      -ldflags "-s -w -X github.com/agentrun-dev/agentrun/internal/version.Version=${version#v} -X github.com/agentrun-dev/agentrun/internal/version.Commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
       -o "$stage/kubectl-agentrun" ./cmd/kubectl-agentrun)
     tar -C "$stage" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - kubectl-agentrun |
       gzip -n -9 > "$dist/kubectl-agentrun_${version}_${os}_${arch}.tar.gz"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,19 +19,30 @@ import (
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
+const runSynopsis = "agentrun run --runtime RUNTIME [flags] PROMPT|-"
+
+// runHelpTail closes run's help: where the prompt comes from, and the
+// file that keeps the stream whole.
+const runHelpTail = `
+The prompt is the last argument; "-" reads it from stdin, and --prompt-file FILE
+from a file (no size limit of the argument list applies to either).
+--events FILE keeps the jsonl stream, end event included, even when a pipe's
+reader (| tee) dies with Ctrl-C. Exit codes: 0 finished, 1 failed, 2 rejected,
+3 limit, 5 output lost (--raw or --events could not be written), 124 timeout,
+130 interrupted.
+`
+
 func runCmd(args []string, stdout, stderr *os.File) int {
 	started := time.Now()
 	var o runner.Options
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.Register(fs)
-	help := fs.Bool("h", false, "show this help")
 
 	parseErr := fs.Parse(args)
-	if *help {
-		fs.SetOutput(stdout)
-		fmt.Fprintln(stdout, "Usage: agentrun run --runtime RUNTIME [flags] PROMPT")
-		fs.PrintDefaults()
+	if errors.Is(parseErr, flag.ErrHelp) {
+		printUsage(fs, runSynopsis, stdout)
+		fmt.Fprint(stdout, runHelpTail)
 		return 0
 	}
 	out, ferr := newRenderer(o.Format, stdout, stderr)
