@@ -83,7 +83,14 @@ type RunFlags struct {
 	// certificates instead of the system's roots.
 	UpstreamCA string
 	SandboxFlags
-	// Prompt is the one argument after the flags.
+	// InPod (--in-pod) says the runner runs in an agent Pod, which the
+	// controller sets: the Pod's loopback holds its own servers (the
+	// events sidecar's progress), so no allow entry opens it to the agent.
+	InPod bool
+	// PromptFile (--prompt-file) holds the prompt, instead of the argument
+	// (a Pod's prompt is a file: an argument is bounded at 128 KiB).
+	PromptFile string
+	// Prompt is the one argument after the flags ("-": read it from stdin).
 	Prompt string
 }
 
@@ -110,6 +117,8 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
 	fs.Var((*List)(&f.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
 	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
+	fs.StringVar(&f.PromptFile, "prompt-file", "", "read the prompt from this file instead of the argument")
+	fs.BoolVar(&f.InPod, "in-pod", false, "the runner runs in an agent Pod (the controller sets it): the loopback stays refused to the agent whatever --allow-host says")
 	f.SandboxFlags.Register(fs)
 }
 
@@ -119,6 +128,7 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 // stays a prompt) and the prompt when there is one.
 func (f RunFlags) Args() []string {
 	a := argList{"run"}
+	a.flag("in-pod", f.InPod)
 	a.str("runtime", f.Runtime)
 	a.str("format", f.Format)
 	a.str("events", f.EventsPath)
@@ -146,6 +156,7 @@ func (f RunFlags) Args() []string {
 	a.str("session-dir", f.SessionDir)
 	a.str("resume", f.Resume)
 	a.list("image", f.Images)
+	a.str("prompt-file", f.PromptFile)
 	a = append(a, "--")
 	if f.Prompt != "" {
 		a = append(a, f.Prompt)

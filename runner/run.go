@@ -241,10 +241,10 @@ func (r *run) start() *events.End {
 	}
 	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames(), Credentials: p.creds.names()})
+		Argv: displayArgv(r.launch.Argv, r.spec.Prompt), Env: p.envNames(), Credentials: p.creds.names()})
 	r.pipe.mu.Unlock()
 	if !r.launch.EchoesPrompt {
-		r.pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
+		r.pipe.record(records.Prompt{Text: r.spec.Prompt, Images: o.Images})
 	}
 	return nil
 }

@@ -36,7 +36,12 @@ func invoke(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code = dispatch(args, strings.NewReader(""), out, errF)
+	in, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	code = dispatch(args, in, out, errF)
 	out.Close()
 	errF.Close()
 	o, _ := os.ReadFile(out.Name())

@@ -50,14 +50,14 @@ func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
+func dispatch(args []string, stdin, stdout, stderr *os.File) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(args[1:], stdout, stderr)
+		return runCmd(args[1:], stdin, stdout, stderr)
 	case "translate":
 		return translateCmd(args[1:], stdin, stdout, stderr)
 	case "render":

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/format"
@@ -32,7 +34,7 @@ reader (| tee) dies with Ctrl-C. Exit codes: 0 finished, 1 failed, 2 rejected,
 130 interrupted.
 `
 
-func runCmd(args []string, stdout, stderr *os.File) int {
+func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 	started := time.Now()
 	var o runner.Options
 	fs := flag.NewFlagSet("agentrun run", flag.ContinueOnError)
@@ -83,6 +85,22 @@ func runCmd(args []string, stdout, stderr *os.File) int {
 		return reject(fmt.Sprintf("expected one prompt argument, got %d (%q ...): quote the prompt, and put every flag before it", fs.NArg(), fs.Arg(0)))
 	}
 	o.Prompt = fs.Arg(0)
+	if o.Prompt == "-" {
+		if o.PromptFile != "" {
+			return reject(fmt.Sprintf("--prompt-file %s and - (stdin): give the prompt once", o.PromptFile))
+		}
+		if term.IsTerminal(int(stdin.Fd())) {
+			fmt.Fprintln(stderr, "agentrun: reading the prompt from stdin; end it with Ctrl-D")
+		}
+		p, err := runner.ReadPrompt(stdin)
+		if err != nil {
+			return reject(fmt.Sprintf("reading the prompt from stdin (-): %v", err))
+		}
+		o.Prompt = p
+		if strings.TrimSpace(p) == "" {
+			return reject("the prompt from stdin (-) is empty: pipe the task in, for example: echo \"fix the failing test\" | agentrun run --runtime " + o.Runtime + " -")
+		}
+	}
 	o.Started = started
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
