@@ -31,6 +31,9 @@ type Options struct {
 	// Started is when agentrun began parsing its command line, where
 	// end.duration_ms counts from (the time of Run when zero).
 	Started time.Time
+	// OutputLost, when set, learns of each output of the run that could
+	// not be written (a --raw write failed); the run itself goes on.
+	OutputLost func(error)
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code

@@ -51,8 +51,21 @@ func (p *pipeline) close() {
 
 // consume reads raw output to EOF: every byte goes to raw (when set) as it
 // was read, every line to the adapter. onLine runs after each line with the
-// run's progress; warn receives one line about each skipped oversize line.
-func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), warn func(string)) error {
+// run's progress; warn receives one line about each skipped oversize line,
+// which says where the line is kept: in raw, when there is one (a live
+// run), else in the input itself (a replay, replaying says so).
+func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), warn func(string), replay bool) error {
+	kept := "; it is not kept (no --raw)"
+	switch {
+	case replay:
+		kept = ""
+	case raw != nil:
+		kept = "; it is kept in --raw"
+	}
+	what := "an output"
+	if replay {
+		what = "an input"
+	}
 	if raw != nil {
 		r = io.TeeReader(r, raw)
 	}
@@ -62,7 +75,7 @@ func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), wa
 		var tooLong errLineTooLong
 		switch {
 		case errors.As(err, &tooLong):
-			warn(fmt.Sprintf("skipped a %d-byte output line (over the %d MiB limit); it is kept in --raw", tooLong.size, MaxLine>>20))
+			warn(fmt.Sprintf("skipped %s line of %d bytes (over the %d MiB limit)%s", what, tooLong.size, MaxLine>>20, kept))
 			continue
 		case errors.Is(err, io.EOF) || isDeadline(err):
 			return nil

@@ -47,7 +47,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		s := podcontract.FromEnd(end, r.agg.Counters())
 		s.Isolation = r.isolation()
 		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
-			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
+			r.outputLost(errors.New(CreateError("--summary", o.SummaryPath, err)))
 		}
 	}
 	return end
@@ -180,10 +180,12 @@ func (r *run) build() *events.End {
 	if o.RawPath != "" {
 		f, err := r.p.files().Create(o.RawPath, 0o600)
 		if err != nil {
-			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
+			return r.end(events.StatusRejected, CreateError("--raw", o.RawPath, err))
 		}
 		closers = append(closers, func() { f.Close() })
-		r.raw = f
+		r.raw = &keptWriter{w: f, onErr: func(written int64, err error) {
+			r.outputLost(fmt.Errorf("--raw %s: %v after %d bytes: the raw output is incomplete from there on; the run and its events go on", o.RawPath, errCause(err), written))
+		}}
 	}
 	return nil
 }
@@ -284,7 +286,7 @@ func (r *run) consume() {
 			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens used", o.MaxTokens, pr.tokens))
 		}
 	}
-	if err := r.pipe.consume(r.proc.stdout, r.raw, onLine, r.warn); err != nil {
+	if err := r.pipe.consume(r.proc.stdout, r.raw, onLine, r.warn, false); err != nil {
 		r.warn(fmt.Sprintf("reading %s output: %v", o.Runtime, err))
 	}
 }

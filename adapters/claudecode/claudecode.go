@@ -561,7 +561,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	case exit.Code != 0:
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	case r == nil:
-		return adapters.Verdict{Failed: true, Detail: "claude-code exited without a result (killed or crashed before the turn ended)"}
+		return adapters.Verdict{Failed: true, Detail: "claude-code exited without a result (killed or crashed before the turn ended)", Unfinished: true}
 	case r.IsError:
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	}

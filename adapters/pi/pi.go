@@ -177,7 +177,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	case a.lastError != "":
 		return adapters.Verdict{Failed: true, Detail: a.lastError}
 	case !a.agentEnded:
-		return adapters.Verdict{Failed: true, Detail: "pi exited without ending its agent loop"}
+		return adapters.Verdict{Failed: true, Detail: "pi exited without ending its agent loop", Unfinished: true}
 	}
 	return adapters.Verdict{}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -111,5 +112,63 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || stdout != "" || !strings.Contains(stderr, tt.want) {
 			t.Errorf("agentrun %v: exit %d, stdout %q, stderr %q; want 2 and %q", tt.args, code, stdout, stderr, tt.want)
 		}
+	}
+}
+
+// TestTranslateMessages: translate words what is wrong with its input for
+// a file, not a live process, and exits 4 when the input holds none of the
+// runtime's output.
+func TestTranslateMessages(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cut, err := os.ReadFile(filepath.Join("..", "..", "adapters", "claudecode", "testdata", "real", "tool.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 65<<20) + "\n"
+	for _, tt := range []struct {
+		name, input, runtime string
+		code                 int
+		detail, stderr       string
+	}{
+		{"garbage", "garbage\n", "claude-code", 4,
+			"the input holds no claude-code output that agentrun knows (1 line read): pass the --raw file of a claude-code run, and --runtime of the CLI that wrote it",
+			"agentrun translate: the input holds no claude-code output"},
+		{"empty", "", "codex", 4, "the input holds no codex output that agentrun knows (0 lines read)", "agentrun translate: the input holds no codex output"},
+		{"a cut capture", strings.Join(strings.SplitAfter(string(cut), "\n")[:3], ""), "claude-code", 1,
+			"the saved claude-code output stops before the end of its turn: the run was stopped or crashed, or the file is cut short", ""},
+		{"a huge line", huge, "pi", 4, "the input holds no pi output", "[agentrun] skipped an input line of 68157440 bytes (over the 64 MiB limit)\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := os.Open(write(tt.name, tt.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			out, _ := os.Create(filepath.Join(dir, tt.name+".out"))
+			errF, _ := os.Create(filepath.Join(dir, tt.name+".err"))
+			code := dispatch([]string{"translate", "--runtime", tt.runtime}, in, out, errF)
+			out.Close()
+			errF.Close()
+			stdout, _ := os.ReadFile(out.Name())
+			stderr, _ := os.ReadFile(errF.Name())
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tt.code, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+			var end struct{ Type, Status, Detail string }
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &end); err != nil || end.Type != "end" || end.Status != "failed" || !strings.HasPrefix(end.Detail, tt.detail) {
+				t.Errorf("end %+v (%v), want failed with %q", end, err, tt.detail)
+			}
+			if !strings.Contains(string(stderr), tt.stderr) || strings.Contains(string(stderr), "--raw;") || strings.Contains(string(stderr), "kept in --raw") {
+				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
+			}
+		})
 	}
 }

@@ -47,6 +47,11 @@ const (
 	renderSynopsis    = "agentrun render [--format text|rich] < events.jsonl"
 )
 
+// exitNoRuntimeOutput is translate's exit code for an input that holds
+// none of the runtime's output (another runtime's, an event stream, an
+// empty file): not a replay of a failed run (1).
+const exitNoRuntimeOutput = 4
+
 // translateArgsError says what is wrong with translate's arguments.
 func translateArgsError(runtime string, args []string) string {
 	if runtime == "" {
@@ -69,9 +74,13 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		return 2
 	}
 	end, err := runner.Translate(o, stdin, format.NewJSONL(stdout), stderr)
-	if err != nil {
+	switch {
+	case errors.Is(err, runner.ErrNoOutput):
 		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)
-		return 1
+		return exitNoRuntimeOutput
+	case err != nil:
+		fmt.Fprintf(stderr, "agentrun translate: writing the events: %v\n", err)
+		return exitOutputLost
 	}
 	return exitCodes[end.Status]
 }

@@ -54,17 +54,24 @@ func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 	// Where the runtime's stderr goes is the chosen format's business (rich
 	// inserts it into its scroll area), decided before any --events tee.
 	runtimeStderr := stderrFor(out, stderr)
+	// A write to stdout after its reader died (| tee, gone with Ctrl-C)
+	// fails with EPIPE instead of killing agentrun, so the --events file
+	// still gets the end event. Notify, not Ignore: an ignored SIGPIPE
+	// would be inherited by the agent's CLI and its tools.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	tee := format.NewTee(out)
 	if o.EventsPath != "" {
 		// Created before anything else, so that a follower finds it; not
 		// through a link an earlier agent left in the workspace.
 		f, err := runner.FilesFor(o.Cwd).Create(o.EventsPath, 0o644)
 		if err != nil {
-			ferr = fmt.Errorf("--events %s: %v; pass a writable file path", o.EventsPath, err)
+			ferr = errors.New(runner.CreateError("--events", o.EventsPath, err))
 		} else {
 			defer f.Close()
-			out = format.Tee{out, format.NewJSONL(f)}
+			tee = format.NewTee(out, format.NewJSONL(f))
 		}
 	}
+	out = tee
 	defer out.Close()
 	reject := func(detail string) int {
 		agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
@@ -105,8 +112,49 @@ func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	var lost []error
+	o.OutputLost = func(err error) { lost = append(lost, err) }
 	end := runner.Run(ctx, o, out, runtimeStderr)
-	return exitCodes[end.Status]
+	lost = append(lost, streamsLost(tee, o.EventsPath, stderr)...)
+	return exitCode(end.Status, len(lost) > 0)
+}
+
+// exitOutputLost is agentrun run's exit code for a run that ended
+// (finished or failed: the end event says which) while some of its output
+// could not be written: --raw, --events, --summary or stdout.
+const exitOutputLost = 5
+
+// exitCode is the code for the end status, exitOutputLost instead of 0
+// or 1 when output was lost: a script must not take an incomplete record
+// for a complete one. A stop (limit, timeout, interrupt) keeps its code.
+func exitCode(status string, lost bool) int {
+	if lost && (status == events.StatusFinished || status == events.StatusFailed) {
+		return exitOutputLost
+	}
+	return exitCodes[status]
+}
+
+// streamsLost reports the event streams that could not be written to the
+// end, stdout (the tee's first renderer) and --events (its second), on
+// stderr.
+func streamsLost(tee *format.Tee, eventsPath string, stderr io.Writer) []error {
+	var lost []error
+	if err := tee.Failed(0); err != nil {
+		where := "pass --events FILE to keep it whole"
+		if eventsPath != "" && tee.Failed(1) == nil {
+			where = "--events " + eventsPath + " holds it whole"
+		}
+		lost = append(lost, fmt.Errorf("stdout: %v: the event stream there is incomplete; %s", err, where))
+	}
+	if eventsPath != "" {
+		if err := tee.Failed(1); err != nil {
+			lost = append(lost, fmt.Errorf("--events %s: %v: the events file is incomplete", eventsPath, err))
+		}
+	}
+	for _, err := range lost {
+		fmt.Fprintf(stderr, "[agentrun] %v\n", err)
+	}
+	return lost
 }
 
 // flagError words the flag package's "invalid value V for flag -NAME: WHY"
