@@ -87,5 +87,5 @@ var ErrNoOutput = errors.New("no output of the runtime in the input")
 
 type noOutputError struct{ detail string }
 
-func (e noOutputError) Error() string { return e.detail }
+func (e noOutputError) Error() string        { return e.detail }
 func (e noOutputError) Is(target error) bool { return target == ErrNoOutput }

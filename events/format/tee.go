@@ -42,7 +42,9 @@ func (t *Tee) each(f func(Renderer) error) error {
 func (t *Tee) Note(text string) error { return t.each(func(r Renderer) error { return r.Note(text) }) }
 
 // Event passes e to every renderer.
-func (t *Tee) Event(e events.Event) error { return t.each(func(r Renderer) error { return r.Event(e) }) }
+func (t *Tee) Event(e events.Event) error {
+	return t.each(func(r Renderer) error { return r.Event(e) })
+}
 
 // Err is the first error of each renderer that failed, joined; nil when
 // all work.
