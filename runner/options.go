@@ -133,6 +133,14 @@ func prepare(o Options) (_ *prepared, err error) {
 		}
 	}()
 	p.runtime = rt
+	p.iso.local = localURLs(p.env)
+	if o.InPod {
+		// A Pod's loopback and own addresses hold agentrun's servers.
+		p.iso.policy.RefuseLocal = true
+		if err := refuseLocalInPod(p.iso, o.AddHosts); err != nil {
+			return nil, err
+		}
+	}
 	files := p.files()
 	for _, img := range o.Images {
 		f, err := files.Open(img)
