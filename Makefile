@@ -7,7 +7,7 @@ BIN := bin
 COMMIT := $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; echo $$c; })
 LDFLAGS := -X github.com/agentrun-dev/agentrun/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench bench-ui ui-build demo-local lint fmt generate manifests docs envtest demo demo-down test-e2e
+.PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench bench-ui ui-build demo-local lint fmt generate manifests docs envtest otel-collector demo demo-down test-e2e
 
 all: build
 
@@ -83,6 +83,10 @@ docs:
 ## envtest: build or locate kube-apiserver, etcd and kubectl for the controller tests (10-14 min cold).
 envtest:
 	@hack/envtest-assets.sh
+
+## otel-collector: build or locate the OpenTelemetry Collector the telemetry tests export to (a few minutes cold).
+otel-collector:
+	@hack/otel-collector.sh
 
 ## demo: a real single-node Kubernetes (hack/cluster.sh, unless KUBECONFIG is set), the images
 ## built without Docker, the operator installed with its Helm chart, one claude-code AgentRun

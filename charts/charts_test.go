@@ -7,6 +7,7 @@ package charts
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +180,23 @@ func TestClusterValues(t *testing.T) {
 	}
 	if env["KUBERNETES_SERVICE_HOST"] != "10.200.0.1" || env["KUBERNETES_SERVICE_PORT"] != "16443" {
 		t.Errorf("manager env %v: want the API server's endpoint on the node bridge", env)
+	}
+	// The local cluster keeps the admin policy as the chart installs it,
+	// loosened only by the values the demo and the e2e tests need.
+	arp := find(objs, "AgentRunPolicy", "ar-policy")
+	binding := find(objs, "ValidatingAdmissionPolicyBinding", "ar-policy")
+	if arp == nil || binding == nil {
+		t.Fatal("the cluster values turn the admin policy off")
+	}
+	if sel, _ := yaml.Marshal(binding["spec"].(map[string]any)["matchResources"]); strings.TrimSpace(string(sel)) != "namespaceSelector: {}" {
+		t.Errorf("the cluster values narrow the policy's namespaces: %s", sel)
+	}
+	spec := arp["spec"].(map[string]any)
+	for k, want := range map[string]string{"allowedAddresses": "[10.200.0.1:*]", "allowedSeccompProfiles": "[unconfined localhost/agentrun/missing.json]",
+		"allowSandboxNone": "false", "allowedImages": "[agentrun-runner:" + appVersion(t) + "]"} {
+		if got := fmt.Sprint(spec[k]); got != want {
+			t.Errorf("cluster values: %s %s, want %s", k, got, want)
+		}
 	}
 	// The default values set no environment at all.
 	plain := find(docs(t, helm(t, "template", "ar", "charts/agentrun", "--kube-version", "1.34.0")), "Deployment", "ar-manager")

@@ -129,7 +129,7 @@ func refusedWith(err error, want string) string {
 	return ""
 }
 
-// TestAdmissionPolicy installs the chart with the strict policy (tightened
+// TestAdmissionPolicy installs the chart with the strict preset (tightened
 // and widened through policy.spec) for the namespaces labelled
 // agentrun.dev/policy=strict, and a network default of custom with the
 // model's host: each forbidden spec is refused with the message that says
@@ -153,7 +153,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	}
 	runner := "agentrun-runner:" + appVersion(t)
 	values := []string{
-		"--set", "policy.enabled=true",
+		"--set", "policy.preset=strict",
 		"--set", `policy.namespaceSelector.matchLabels.agentrun\.dev/policy=strict`,
 		"--set-json", `policy.spec={"allowedRuntimes":["claude-code","pi"],"allowedImages":["` + runner + `","registry.example.com/agentrun/*"],` +
 			`"maxTurns":50,"maxTokens":2000000,"allowedRuntimeClasses":["gvisor"]}`,

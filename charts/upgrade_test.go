@@ -2,15 +2,19 @@ package charts
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // The chart against a real kube-apiserver (envtest; no controllers run, so
@@ -233,4 +237,47 @@ func TestPolicyCRDUpgrade(t *testing.T) {
 	if out := c.must(c.kubectl, "get", "agentrunpolicy", "agentrun-policy", "-o", "jsonpath={.spec.maxTokens}"); out != "1000" {
 		t.Errorf("maxTokens %q after the upgrade", out)
 	}
+}
+
+// TestUpgradeFromBeforeThePolicy: a release installed by a chart that had
+// no admin policy (no AgentRunPolicy CRD in crds/, no policy templates)
+// upgrades to this chart, whose policy is on by default, with the commands
+// docs/security.md gives: `helm upgrade` alone stops (Helm never installs
+// crds/ on an upgrade, and the policy's AgentRunPolicy needs its CRD)
+// and changes nothing; after applying crds/ it goes through and the policy
+// is in force.
+func TestUpgradeFromBeforeThePolicy(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	c := startCluster(t)
+	older := filepath.Join(t.TempDir(), "agentrun")
+	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), older).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for _, p := range []string{"crds", "templates/policy.yaml"} {
+		if err := os.RemoveAll(filepath.Join(older, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.helm("install", "agentrun", older, "--namespace", "agentrun-system", "--create-namespace")
+	if _, err := c.run(c.kubectl, "get", "crd", "agentrunpolicies.agentrun.dev"); err == nil {
+		t.Fatal("the older chart installed the AgentRunPolicy CRD")
+	}
+	out, err := c.run(helmBin(t), "upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if err == nil || !strings.Contains(out, "AgentRunPolicy") {
+		t.Fatalf("helm upgrade without the policy's CRD: %v\n%s\nwant it to stop at the AgentRunPolicy", err, out)
+	}
+	// docs/security.md, "Upgrading".
+	c.must(c.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "charts/agentrun/crds/")
+	c.must(c.kubectl, "wait", "--for=condition=Established", "crd/agentrunpolicies.agentrun.dev", "--timeout=60s")
+	c.helm("upgrade", "agentrun", "charts/agentrun", "--namespace", "agentrun-system")
+	if got := c.must(c.kubectl, "get", "agentrunpolicy", "agentrun-policy", "-o", "jsonpath={.metadata.labels.agentrun\\.dev/policy-preset}"); got != "standard" {
+		t.Errorf("the AgentRunPolicy's preset %q after the upgrade", got)
+	}
+	k, _ := policyClient(t, c.cfg)
+	run := agentRun("default", func(s *v1alpha1.AgentRunSpec) { s.Sandbox = v1alpha1.SandboxNone })
+	waitFor(t, "the upgraded release's policy refuses sandbox none", 90*time.Second, func() string {
+		return refusedWith(tryCreate(context.Background(), k, run), "spec.sandbox None is not allowed")
+	})
 }

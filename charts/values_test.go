@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,15 +132,49 @@ func TestChartValues(t *testing.T) {
 			if got := r.all("Role"); !slices.Equal(got, []string{"agentrun-system/ar-manager-leader-election"}) {
 				t.Errorf("Roles %v: only leader election's, in the release namespace", got)
 			}
-			for _, kind := range []string{"AgentRunPolicy", "NetworkPolicy", "ServiceMonitor"} {
+			for _, kind := range []string{"NetworkPolicy", "ServiceMonitor"} {
 				if got := r.all(kind); len(got) > 0 {
 					t.Errorf("%s %v rendered by default", kind, got)
 				}
 			}
-			// The admin policy is off; the sandbox profiles' guard is on.
+			// Secure by default: the admin policy is on, for every
+			// namespace, refusing, with the standard preset (which is
+			// config/policy's AgentRunPolicy); the sandbox profiles'
+			// guard is on too.
 			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-				if got := r.all(kind); !slices.Equal(got, []string{"ar-sandbox-profiles"}) {
-					t.Errorf("%s %v, want the profile guard only", kind, got)
+				if got := r.all(kind); !slices.Equal(got, []string{"ar-policy", "ar-sandbox-profiles"}) {
+					t.Errorf("%s %v, want the admin policy and the profile guard", kind, got)
+				}
+			}
+			binding := r.get(t, "ValidatingAdmissionPolicyBinding", "ar-policy")
+			want := fromYAML(t, `{policyName: ar-policy, validationActions: [Deny], paramRef: {name: ar-policy, parameterNotFoundAction: Deny}, matchResources: {namespaceSelector: {}}}`)
+			if !reflect.DeepEqual(binding["spec"], want) {
+				t.Errorf("binding %s", asYAML(t, binding["spec"]))
+			}
+			arp := r.get(t, "AgentRunPolicy", "ar-policy")
+			if field(arp, "metadata", "labels", "agentrun.dev/policy-preset") != "standard" {
+				t.Errorf("preset label %v", field(arp, "metadata", "labels"))
+			}
+			b, err := os.ReadFile(filepath.Join(root(t), "config", "policy", "agentrunpolicy.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := arp["spec"], field(fromYAML(t, string(b)), "spec"); !reflect.DeepEqual(got, want) {
+				t.Errorf("the default preset:\n%s\nwant config/policy's AgentRunPolicy:\n%s", asYAML(t, got), asYAML(t, want))
+			}
+			spec := arp["spec"].(map[string]any)
+			switch {
+			case spec["allowSandboxNone"] != false:
+				t.Errorf("the default policy lets runs turn the sandbox off")
+			case !reflect.DeepEqual(spec["allowedImages"], []any{"agentrun-runner:" + version}):
+				t.Errorf("the default policy allows the images %v, want the chart's runner only", spec["allowedImages"])
+			case spec["allowNetworkFull"] != true:
+				t.Errorf("the default policy forbids network mode full, which the samples and demo use")
+			}
+			for _, loose := range []string{"allowedSeccompProfiles", "allowedAppArmorProfiles", "allowedRuntimeClasses", "allowedPriorityClasses",
+				"allowedTolerations", "allowedNodeSelectorKeys", "allowAffinity", "allowEnvFrom", "allowedAddresses", "allowedAnnotations"} {
+				if _, ok := spec[loose]; ok {
+					t.Errorf("the default policy sets %s: loosening is an explicit value", loose)
 				}
 			}
 			args := r.managerArgs(t)
@@ -276,7 +311,14 @@ func TestChartValues(t *testing.T) {
 				}
 			}
 		}},
-		{"policy strict", []string{"--set", "policy.enabled=true"}, func(t *testing.T, r rendered) {
+		{"policy off, explicitly", []string{"--set", "policy.enabled=false"}, func(t *testing.T, r rendered) {
+			for _, kind := range []string{"AgentRunPolicy", "ValidatingAdmissionPolicyBinding"} {
+				if got := r.all(kind); slices.Contains(got, "ar-policy") {
+					t.Errorf("%s %v with policy.enabled=false", kind, got)
+				}
+			}
+		}},
+		{"policy as config/policy", nil, func(t *testing.T, r rendered) {
 			vap := r.get(t, "ValidatingAdmissionPolicy", "ar-policy")
 			b, err := os.ReadFile(filepath.Join(root(t), "config", "policy", "admission_policy.yaml"))
 			if err != nil {
@@ -285,29 +327,36 @@ func TestChartValues(t *testing.T) {
 			if want := field(fromYAML(t, string(b)), "spec"); !reflect.DeepEqual(vap["spec"], want) {
 				t.Errorf("the chart's policy differs from config/policy's:\n%s", asYAML(t, vap["spec"]))
 			}
-			binding := r.get(t, "ValidatingAdmissionPolicyBinding", "ar-policy")
-			want := fromYAML(t, `{policyName: ar-policy, validationActions: [Deny], paramRef: {name: ar-policy, parameterNotFoundAction: Deny}, matchResources: {namespaceSelector: {}}}`)
-			if !reflect.DeepEqual(binding["spec"], want) {
-				t.Errorf("binding %s", asYAML(t, binding["spec"]))
+		}},
+		{"policy pinned by digest", []string{"--set", "runner.digest=sha256:" + strings.Repeat("ab", 32)}, func(t *testing.T, r rendered) {
+			pinned := "agentrun-runner:" + version + "@sha256:" + strings.Repeat("ab", 32)
+			if got := field(r.get(t, "AgentRunPolicy", "ar-policy"), "spec", "allowedImages"); !reflect.DeepEqual(got, []any{pinned}) {
+				t.Errorf("allowedImages %v, want the pinned runner %s", got, pinned)
 			}
-			// The strict preset is config/policy's strict AgentRunPolicy.
-			b, err = os.ReadFile(filepath.Join(root(t), "config", "policy", "agentrunpolicy_strict.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := r.get(t, "AgentRunPolicy", "ar-policy")["spec"], field(fromYAML(t, string(b)), "spec"); !reflect.DeepEqual(got, want) {
-				t.Errorf("strict preset:\n%s\nwant config/policy's:\n%s", asYAML(t, got), asYAML(t, want))
+			if args := r.managerArgs(t); !slices.Contains(args, "--runner-image="+pinned) {
+				t.Errorf("manager args %v: the runner is not pinned", args)
 			}
 		}},
-		{"policy strict with changes", []string{"--set", "policy.enabled=true", "--set", "runner.tag=9.9.9",
-			"--set-json", `policy.spec={"allowNetworkFull":true,"allowedServiceAccounts":[],"maxTurns":50}`}, func(t *testing.T, r rendered) {
-			want := fromYAML(t, `{allowedRuntimes: [claude-code, codex, pi], allowedImages: ["agentrun-runner:9.9.9"], allowSandboxNone: false,
-				allowNetworkFull: true, maxTimeout: 2h, allowedServiceAccounts: [], maxTurns: 50}`)
-			if got := r.get(t, "AgentRunPolicy", "ar-policy")["spec"]; !reflect.DeepEqual(got, want) {
-				t.Errorf("spec:\n%s", asYAML(t, got))
+		{"policy strict with changes", []string{"--set", "policy.preset=strict", "--set", "runner.tag=9.9.9",
+			"--set-json", `policy.spec={"allowNetworkFull":true,"allowedServiceAccounts":[],"maxTurns":50,"allowedAddresses":["10.0.0.7:8080"]}`}, func(t *testing.T, r rendered) {
+			spec := r.get(t, "AgentRunPolicy", "ar-policy")["spec"].(map[string]any)
+			for k, want := range map[string]any{"allowedImages": []any{"agentrun-runner:9.9.9"}, "allowSandboxNone": false, "allowNetworkFull": true,
+				"maxTimeout": "2h", "allowedServiceAccounts": []any{}, "maxTurns": float64(50), "allowedAddresses": []any{"10.0.0.7:8080"}} {
+				if got := spec[k]; !reflect.DeepEqual(got, want) {
+					t.Errorf("%s %v (%T), want %v", k, got, got, want)
+				}
+			}
+			if spec["deniedEnv"] == nil || spec["deniedLabels"] == nil {
+				t.Errorf("strict lost the standard preset's denials:\n%s", asYAML(t, spec))
 			}
 		}},
-		{"policy custom", []string{"--set", "policy.enabled=true", "--set", "policy.preset=custom",
+		{"policy strict", []string{"--set", "policy.preset=strict"}, func(t *testing.T, r rendered) {
+			spec := r.get(t, "AgentRunPolicy", "ar-policy")["spec"].(map[string]any)
+			if spec["allowNetworkFull"] != false || spec["maxTimeout"] != "2h" {
+				t.Errorf("strict: network full %v, max timeout %v", spec["allowNetworkFull"], spec["maxTimeout"])
+			}
+		}},
+		{"policy custom", []string{"--set", "policy.preset=custom",
 			"--set-json", `policy.spec={"allowedRuntimes":["claude-code"],"maxTokens":1000000,"allowedRuntimeClasses":["gvisor"]}`,
 			"--set", "policy.namespaceSelector.matchLabels.agentrun\\.dev/policy=enforced", "--set", "policy.validationActions={Warn,Audit}"}, func(t *testing.T, r rendered) {
 			want := fromYAML(t, `{allowedRuntimes: [claude-code], maxTokens: 1000000, allowedRuntimeClasses: [gvisor]}`)
@@ -387,6 +436,37 @@ egress:
 				t.Errorf("egress %v: DNS only when nothing else is listed", got)
 			}
 		}},
+		{"telemetry off by default", nil, func(t *testing.T, r rendered) {
+			for _, a := range r.managerArgs(t) {
+				if strings.HasPrefix(a, "--otlp-") {
+					t.Errorf("manager arg %s without telemetry.otlp.endpoint", a)
+				}
+			}
+		}},
+		{"telemetry: the manager's flags, the headers from a Secret, the agents' egress to the collector", []string{
+			"--set", "telemetry.otlp.endpoint=http://otel.obs:4317", "--set", "telemetry.otlp.protocol=grpc",
+			"--set", "telemetry.otlp.headersSecret.name=otlp", "--set", "telemetry.otlp.headersSecret.key=headers",
+			"--set", "telemetry.otlp.resourceAttributes=team=ml", "--set", "telemetry.otlp.semconvOptIn=gen_ai_latest_experimental",
+			"--set", "networkPolicy.agents.enabled=true", "--set", "networkPolicy.agents.namespaces={ci}",
+			"--set-json", `telemetry.otlp.networkPolicy={"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"obs"}}}],"ports":[4317]}`},
+			func(t *testing.T, r rendered) {
+				args := r.managerArgs(t)
+				for _, want := range []string{"--otlp-endpoint=http://otel.obs:4317", "--otlp-protocol=grpc", "--otlp-service-name=agentrun",
+					"--otlp-resource-attributes=team=ml", "--otlp-semconv-opt-in=gen_ai_latest_experimental", "--otlp-capture-content=false"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("manager args %v lack %s", args, want)
+					}
+				}
+				env := asYAML(t, field(r.get(t, "Deployment", "agentrun-system/ar-manager"), "spec", "template", "spec", "containers", 0, "env"))
+				if !strings.Contains(env, "AGENTRUN_OTLP_HEADERS") || !strings.Contains(env, "name: otlp") || !strings.Contains(env, "key: headers") {
+					t.Errorf("manager env:\n%s", env)
+				}
+				egress := field(r.get(t, "NetworkPolicy", "ci/ar-agents"), "spec", "egress").([]any)
+				want := fromYAML(t, `{to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: obs}}}], ports: [{port: 4317, protocol: TCP}]}`)
+				if !slices.ContainsFunc(egress, func(e any) bool { return reflect.DeepEqual(e, want) }) {
+					t.Errorf("agents egress %s lacks the collector", asYAML(t, egress))
+				}
+			}},
 		{"sandbox profiles: the DaemonSet by default", nil, func(t *testing.T, r rendered) {
 			ds := r.get(t, "DaemonSet", "agentrun-system/ar-node-profiles")
 			pod := field(ds, "spec", "template", "spec")
@@ -440,13 +520,33 @@ egress:
 				t.Errorf("manager args %v", args)
 			}
 		}},
+		{"sandbox profiles in a namespace of their own", []string{"--set", "sandboxProfiles.namespace=agentrun-node-profiles"}, func(t *testing.T, r rendered) {
+			ns := r.get(t, "Namespace", "agentrun-node-profiles")
+			if field(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") != "privileged" {
+				t.Errorf("namespace labels %v", field(ns, "metadata", "labels"))
+			}
+			r.get(t, "DaemonSet", "agentrun-node-profiles/ar-node-profiles")
+			if got := r.all("DaemonSet"); !slices.Equal(got, []string{"agentrun-node-profiles/ar-node-profiles"}) {
+				t.Errorf("DaemonSets %v", got)
+			}
+		}},
+		{"sandbox profiles in an existing namespace", []string{"--set", "sandboxProfiles.namespace=profiles", "--set", "sandboxProfiles.createNamespace=false",
+			"--set", "sandboxProfiles.installer=security-profiles-operator"}, func(t *testing.T, r rendered) {
+			if got := r.all("Namespace"); len(got) > 0 {
+				t.Errorf("namespaces %v with createNamespace=false", got)
+			}
+			r.get(t, "SeccompProfile", "profiles/agentrun-bwrap")
+			if args := r.managerArgs(t); !slices.Contains(args, "--sandbox-seccomp-profile=localhost/operator/profiles/agentrun-bwrap.json") {
+				t.Errorf("manager args %v: the operator's path names the profile's namespace", args)
+			}
+		}},
 		{"sandbox profiles: no guard", []string{"--set", "sandboxProfiles.guard=false"}, func(t *testing.T, r rendered) {
-			if got := r.all("ValidatingAdmissionPolicy"); len(got) > 0 {
+			if got := r.all("ValidatingAdmissionPolicy"); slices.Contains(got, "ar-sandbox-profiles") {
 				t.Errorf("policies %v with the guard off", got)
 			}
 		}},
 		{"sandbox profiles: nothing to guard with RuntimeDefault", []string{"--set", "sandboxProfiles.seccompProfile=runtime-default"}, func(t *testing.T, r rendered) {
-			if got := r.all("ValidatingAdmissionPolicy"); len(got) > 0 {
+			if got := r.all("ValidatingAdmissionPolicy"); slices.Contains(got, "ar-sandbox-profiles") {
 				t.Errorf("policies %v without a Localhost profile", got)
 			}
 		}},
@@ -481,7 +581,11 @@ func TestChartRefusesValues(t *testing.T) {
 		want string
 	}{
 		{"unknown value", []string{"--set", "policy.enable=true"}, "additional properties 'enable' not allowed"},
-		{"unknown preset", []string{"--set", "policy.preset=lax"}, "value must be one of 'strict', 'custom'"},
+		{"unknown preset", []string{"--set", "policy.preset=lax"}, "value must be one of 'standard', 'strict', 'custom'"},
+		{"digest that is no digest", []string{"--set", "runner.digest=latest"}, "/runner/digest"},
+		{"digest beside an image that has one", []string{"--set", "runner.image=r@sha256:" + strings.Repeat("a", 64)}, "/runner/image"},
+		{"private address without a port", []string{"--set-json", `policy.spec={"allowedAddresses":["10.0.0.7"]}`}, "/policy/spec/allowedAddresses/0"},
+		{"seccomp profile in another syntax in the policy", []string{"--set-json", `policy.spec={"allowedSeccompProfiles":["Localhost"]}`}, "/policy/spec/allowedSeccompProfiles/0"},
 		{"unknown policy field", []string{"--set", "policy.spec.maxTime=1h"}, "additional properties 'maxTime' not allowed"},
 		{"bad duration", []string{"--set", "policy.spec.maxTimeout=2 hours"}, "/policy/spec/maxTimeout"},
 		{"Deny with Warn", []string{"--set", "policy.validationActions={Deny,Warn}"}, "/policy/validationActions"},
@@ -491,6 +595,11 @@ func TestChartRefusesValues(t *testing.T) {
 		{"manager NetworkPolicy without the API server", []string{"--set", "networkPolicy.manager.enabled=true"}, "/networkPolicy/manager/apiServer"},
 		{"agents NetworkPolicy without namespaces", []string{"--set", "networkPolicy.agents.enabled=true"}, "set networkPolicy.agents.namespaces or watchNamespaces"},
 		{"egress without ports", []string{"--set", "networkPolicy.agents.namespaces={ci}", "--set-json", `networkPolicy.agents.allowedEgress=[{"cidr":"10.0.0.0/8"}]`}, "missing property 'ports'"},
+		{"telemetry endpoint without a scheme", []string{"--set", "telemetry.otlp.endpoint=otel:4318"}, "/telemetry/otlp/endpoint"},
+		{"telemetry protocol", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "telemetry.otlp.protocol=http/json"}, "/telemetry/otlp/protocol"},
+		{"agents NetworkPolicy without the collector", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "networkPolicy.agents.enabled=true",
+			"--set", "networkPolicy.agents.namespaces={ci}"}, "needs telemetry.otlp.networkPolicy.to"},
+		{"headers Secret without a key", []string{"--set", "telemetry.otlp.endpoint=http://otel:4318", "--set", "telemetry.otlp.headersSecret.name=s"}, "needs both name and key"},
 		{"certificate without HTTPS", []string{"--set", "metrics.secure=false", "--set", "metrics.certSecret=tls"}, "/metrics/certSecret"},
 		{"negative price", []string{"--set-json", `prices={"m":{"input":-1}}`}, "/prices/m/input"},
 		{"unknown price kind", []string{"--set-json", `prices={"m":{"inputs":1}}`}, "additional properties 'inputs' not allowed"},
@@ -511,5 +620,46 @@ func TestChartRefusesValues(t *testing.T) {
 				t.Errorf("helm template %v: %v, want an error with %q:\n%.1000s", tc.args, err, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestPolicyValuesMatchTheCRD: policy.spec in values.schema.json offers
+// exactly the AgentRunPolicy's fields, so that a field added to the API is
+// settable through the chart (and a removed one is refused).
+func TestPolicyValuesMatchTheCRD(t *testing.T) {
+	var schema struct {
+		Properties struct {
+			Policy struct {
+				Properties struct {
+					Spec struct {
+						Properties map[string]any `json:"properties"`
+					} `json:"spec"`
+				} `json:"properties"`
+			} `json:"policy"`
+		} `json:"properties"`
+	}
+	b, err := os.ReadFile(filepath.Join(root(t), "charts", "agentrun", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := os.ReadFile(filepath.Join(root(t), "config", "crd", "bases", "agentrun.dev_agentrunpolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := field(fromYAML(t, string(crd)), "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties").(map[string]any)
+	var inCRD, inValues []string
+	for k := range fields {
+		inCRD = append(inCRD, k)
+	}
+	for k := range schema.Properties.Policy.Properties.Spec.Properties {
+		inValues = append(inValues, k)
+	}
+	slices.Sort(inCRD)
+	slices.Sort(inValues)
+	if !slices.Equal(inCRD, inValues) {
+		t.Errorf("values.schema.json policy.spec has %v\nthe AgentRunPolicy CRD has %v", inValues, inCRD)
 	}
 }

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,10 +53,23 @@ func TestDefaultBuilds(t *testing.T) {
 		"RoleBinding/agentrun-leader-election", "Deployment/agentrun-manager", "Service/agentrun-manager-metrics",
 		"ClusterRole/agentrun-metrics-auth", "ClusterRoleBinding/agentrun-metrics-auth", "ClusterRole/agentrun-metrics-reader",
 		"ClusterRole/agentrun-editor", "ClusterRole/agentrun-viewer",
+		// kustomize and Helm agree on security: the sandbox profiles'
+		// guard, and the profile installer in a namespace of its own.
+		"ValidatingAdmissionPolicy/agentrun-sandbox-profiles", "ValidatingAdmissionPolicyBinding/agentrun-sandbox-profiles",
+		"Namespace/agentrun-node-profiles", "DaemonSet/agentrun-node-profiles",
 	} {
 		if have[want] == nil {
 			t.Errorf("config/default lacks %s", want)
 		}
+	}
+	// The guard lets Jobs naming the profile come from this manager only.
+	sa := have["ServiceAccount/agentrun-manager"]
+	manager := "system:serviceaccount:" + sa["metadata"].(map[string]any)["namespace"].(string) + ":agentrun-manager"
+	if guard := have["ValidatingAdmissionPolicy/agentrun-sandbox-profiles"]; guard == nil || !strings.Contains(fmt.Sprint(guard["spec"]), "'"+manager+"'") {
+		t.Errorf("the guard does not name the manager %s", manager)
+	}
+	if ns := have["Namespace/agentrun-node-profiles"]; ns == nil || ns["metadata"].(map[string]any)["labels"].(map[string]any)["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("the profile installer's namespace is not its own privileged one")
 	}
 }
 
@@ -148,7 +162,7 @@ func TestManagerRBACIsLeast(t *testing.T) {
 
 // TestPolicyBuilds: config/policy is the ValidatingAdmissionPolicy, a
 // binding that names it and its AgentRunPolicy, refusing when that is
-// missing, and the strict AgentRunPolicy.
+// missing, and the standard AgentRunPolicy.
 func TestPolicyBuilds(t *testing.T) {
 	have := map[string]map[string]any{}
 	for _, o := range kustomize(t, "policy") {

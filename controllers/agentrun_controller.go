@@ -219,6 +219,7 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 			reason = s.outcome.Reason
 		}
 		recordEnd(run, reason)
+		recordGenAI(run, r.spend().labels)
 		log.FromContext(ctx).Info("run ended", "status", st.EndStatus, "reason", reason, "job", st.JobName, "pod", st.PodName)
 		// The next reconcile releases the Pod, from the written status.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil

@@ -68,6 +68,10 @@ func (r *AgentRunReconciler) reconcileJob(ctx context.Context, s *scope) error {
 		// Job's creation shows in status.jobName and in the Job itself.
 		log.FromContext(ctx).V(1).Info("created Job", "job", job.Name)
 		s.created = true
+		if err := InvalidTraceParent(run, r.Job.Telemetry); err != nil {
+			s.events = append(s.events, event{corev1.EventTypeWarning, "TraceParentIgnored",
+				fmt.Sprintf("annotation %s ignored, the run has a trace of its own: %v", v1alpha1.AnnotationTraceParent, err)})
+		}
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		// Created by an earlier reconcile whose status write was lost (a

@@ -78,6 +78,9 @@ func computeStatus(old v1alpha1.AgentRunStatus, generation int64, o observation,
 	st.ObservedGeneration = generation
 	if o.Job != nil {
 		st.JobName = o.Job.Name
+		if st.TraceID == "" {
+			st.TraceID = o.Job.Annotations[AnnotationTraceID]
+		}
 	}
 	if o.Pod != nil {
 		st.PodName = o.Pod.Name

@@ -110,6 +110,12 @@ func TestCRDValidation(t *testing.T) {
 		{"credentials without a network", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials, s.Network = []v1alpha1.Credential{credential("K", "api.test:443")}, &v1alpha1.Network{Mode: v1alpha1.NetworkNone}
 		}, "spec.credentials needs network access"},
+		{"telemetry variable in env", func(s *v1alpha1.AgentRunSpec) {
+			s.Env = []corev1.EnvVar{{Name: "GITHUB_TOKEN", Value: "x"}, {Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://evil:4318"}}
+		}, "spec.env cannot set OTEL_*, TRACEPARENT or TRACESTATE"},
+		{"TRACEPARENT in env", func(s *v1alpha1.AgentRunSpec) { s.Env = []corev1.EnvVar{{Name: "TRACEPARENT", Value: "x"}} },
+			"spec.env cannot set OTEL_*, TRACEPARENT or TRACESTATE"},
+		{"a variable that only looks like one", func(s *v1alpha1.AgentRunSpec) { s.Env = []corev1.EnvVar{{Name: "HOTEL_OTEL_X", Value: "x"}} }, ""},
 		{"credential also in env", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials, s.Env = []v1alpha1.Credential{credential("K", "api.test:443")}, []corev1.EnvVar{{Name: "K", Value: "x"}}
 		}, "a credential's name is also in spec.env"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 // Labels, annotations and the finalizer the controller puts on the Job and
@@ -104,6 +105,9 @@ type JobConfig struct {
 	// runner.resources), so that a queue such as Kueue counts the run
 	// against its quota.
 	AgentResources corev1.ResourceRequirements
+	// Telemetry exports every run as an OpenTelemetry trace and metrics
+	// (the chart's telemetry.otlp values); nil exports nothing.
+	Telemetry *Telemetry
 }
 
 // JobName is the AgentRun's Job: its own name when that is a valid Job name
@@ -152,6 +156,11 @@ func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
 		}
 	}
 	annotations[AnnotationRun] = run.Name
+	// Only the manager names a run's trace (computeStatus reads it).
+	delete(annotations, AnnotationTraceID)
+	if _, id := runTrace(run, cfg.Telemetry); id != "" {
+		annotations[AnnotationTraceID] = id
+	}
 	// The Pod's annotations also carry the prompt text, for the prompt
 	// file; the Job's own do not need it.
 	podAnnotations := maps.Clone(annotations)
@@ -225,19 +234,31 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	}
 
 	volumes, agentMounts := volumes(spec)
-	env := append([]corev1.EnvVar{}, spec.Env...)
+	// spec.env's telemetry variables (which the CRD refuses) would
+	// configure the runner's own exporter: they are left out.
+	env := []corev1.EnvVar{}
+	for _, e := range spec.Env {
+		if !telemetry.IsTelemetryVar(e.Name) {
+			env = append(env, e)
+		}
+	}
 	// A credential's Secret reaches the runner's own environment only:
 	// the sandbox gets a stand-in (--credential), never --pass-env.
 	for _, c := range spec.Credentials {
 		env = append(env, corev1.EnvVar{Name: c.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: c.ValueFrom.SecretKeyRef.DeepCopy()}})
 	}
 
+	// After spec.env, so that these win (the CRD refuses them there).
+	env = append(env, telemetryEnv(run, cfg.Telemetry)...)
+
+	flags := RunFlags(spec)
+	flags.NewTraceID = newTraceID(run, cfg.Telemetry)
 	agent := corev1.Container{
 		Name:                     podcontract.AgentContainer,
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
-		Args:                     AgentArgs(spec),
+		Args:                     agentArgs(flags),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
 		WorkingDir:               podcontract.WorkspaceDir,
@@ -481,8 +502,11 @@ func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
 // appear here: API keys reach the runner as environment variables from
 // Secret references, and the prompt is a file (--prompt-file). The kubelet
 // expands $(NAME) in every argument, so literal values escape "$" as "$$".
-func AgentArgs(spec v1alpha1.AgentRunSpec) []string {
-	a := RunFlags(spec).Args()
+func AgentArgs(spec v1alpha1.AgentRunSpec) []string { return agentArgs(RunFlags(spec)) }
+
+// agentArgs renders f, escaped for the kubelet.
+func agentArgs(f podcontract.RunFlags) []string {
+	a := f.Args()
 	for i := range a {
 		a[i] = literal(a[i])
 	}
@@ -532,6 +556,9 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 	// spec.envFrom) that it passes on. Names only: values never appear
 	// in the arguments.
 	for _, e := range spec.Env {
+		if telemetry.IsTelemetryVar(e.Name) {
+			continue // never the agent's (the CRD refuses them, the runner too)
+		}
 		f.PassEnv = append(f.PassEnv, e.Name)
 	}
 	for _, e := range spec.EnvFrom {

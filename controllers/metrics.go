@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 // Metrics are served by controller-runtime's metrics server, next to its
@@ -134,6 +135,9 @@ type spendCounter struct {
 	mu     sync.Mutex
 	runs   map[types.UID]*countedRun
 	models map[string]bool
+	// labels are the model labels of the GenAI metrics: the known models
+	// (telemetry.Models, as the runners label them) and the price table's.
+	labels telemetry.Models
 }
 
 type countedRun struct {
@@ -150,7 +154,8 @@ type counted struct {
 var tokenKinds = [4]string{"input", "output", "cache_read", "cache_write"}
 
 func newSpendCounter(models []string) *spendCounter {
-	c := &spendCounter{runs: map[types.UID]*countedRun{}, models: map[string]bool{"unknown": true, "other": true}}
+	c := &spendCounter{runs: map[types.UID]*countedRun{}, models: map[string]bool{"unknown": true, "other": true},
+		labels: telemetry.NewModels(models...)}
 	for _, m := range models {
 		if len(c.models) < maxModelLabels {
 			c.models[m] = true

@@ -70,6 +70,14 @@ const (
 	// an API it reads, nor one known to generate nothing); the request was
 	// refused before it went upstream (403).
 	ReasonUnmetered = "unmetered"
+	// ReasonGitPush: a push to the run's repository; agentrun publishes the
+	// change itself once the agent has exited (docs/git.md), so the agent
+	// never pushes (403).
+	ReasonGitPush = "git_push"
+	// ReasonGitScope: a request to the run's git host that is not a fetch
+	// of the run's repository, carrying the git credential's stand-in or
+	// to a host the network policy allows only for that fetch (403).
+	ReasonGitScope = "git_scope"
 )
 
 // TimeFormat is RFC 3339 in UTC with exactly three fractional digits.
@@ -124,6 +132,9 @@ type Start struct {
 	// Credentials names the variables the agent holds only a stand-in for
 	// (--credential); absent when there are none.
 	Credentials []string `json:"credentials,omitempty"`
+	// TraceID is the run's OpenTelemetry trace id (docs/telemetry.md);
+	// absent when the run exports no telemetry.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Prompt carries the prompt the runtime received.
@@ -221,6 +232,41 @@ type End struct {
 	// credential destinations, from the API's own responses; absent when
 	// the run has no credentials.
 	Meter *Meter `json:"meter,omitempty"`
+	// Git is the run's repository and what the agent changed in it;
+	// absent without --repo.
+	Git *Git `json:"git,omitempty"`
+}
+
+// Git is end.git: the repository the run cloned, the change the agent
+// made, and where agentrun published it (docs/git.md).
+type Git struct {
+	Repository string `json:"repository"`
+	// Ref is the ref the run started from (refs/heads/main, refs/tags/v1,
+	// or a commit id); BaseCommit the commit it named.
+	Ref        string `json:"ref"`
+	BaseCommit string `json:"base_commit"`
+	// HeadCommit holds the whole change (the base commit when nothing
+	// changed).
+	HeadCommit string `json:"head_commit"`
+	// Branch is the run's branch (push branch), null otherwise; Pushed
+	// whether the change is on it.
+	Branch *string `json:"branch"`
+	Pushed bool    `json:"pushed"`
+	// Patch is the patch file (push patch), null otherwise or when nothing
+	// changed.
+	Patch *string `json:"patch"`
+	// Commits counts base..head: the agent's and agentrun's one for what
+	// was left uncommitted.
+	Commits      int `json:"commits"`
+	FilesChanged int `json:"files_changed"`
+	Insertions   int `json:"insertions"`
+	Deletions    int `json:"deletions"`
+	// Paths are the first changed paths (at most 20), control characters
+	// escaped.
+	Paths []string `json:"paths"`
+	// Detail says what was not recorded or not published, and why; "" when
+	// everything was.
+	Detail string `json:"detail"`
 }
 
 // Meter is end.meter: the metered calls and tokens (never null: a call the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the local run need, idempotently:
 # Debian packages (tmux, bubblewrap, curl, util-linux, debootstrap, openssl,
-# iproute2, jq, chromium and chromium-driver; nodejs and npm where npm is
-# missing) and the pinned agent CLIs from npm (cached under .cache/). Safe
+# iproute2, jq, gcc, chromium and chromium-driver; nodejs and npm where npm
+# is missing) and the pinned agent CLIs from npm (cached under .cache/). Safe
 # to run on every test run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +12,7 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)        # the rich format's t
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap) # the sandbox
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)        # the sandbox's network tests
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux) # non-root sandbox tests
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)              # the sandbox's LD_PRELOAD attack builds a library
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap) # the runner image's rootfs
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)      # the local cluster's certificates
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the local cluster's bridges

@@ -18,10 +18,12 @@ echo "== go vet"
 go vet ./...
 go vet -tags e2e ./test/e2e/
 (cd hack/images && go vet ./...)
+(cd hack/otel-collector && go vet ./...)
 echo "== ui bundle (hack/ui-build.sh check: kubectl agentrun ui's committed script is the build of its pinned sources)"
 hack/ui-build.sh check
 echo "== go test"
 KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/envtest-assets.sh)}"; export KUBEBUILDER_ASSETS  # envtest: kube-apiserver, etcd, kubectl
+AGENTRUN_OTELCOL="${AGENTRUN_OTELCOL:-$(hack/otel-collector.sh)}"; export AGENTRUN_OTELCOL  # the OpenTelemetry Collector the telemetry tests export to
 go test -count=1 -timeout 30m ./...
 echo "== image recipes (hack/images: the Go image builder installs what the Dockerfiles do)"
 (cd hack/images && go test -count=1 ./...)

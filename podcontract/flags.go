@@ -82,7 +82,14 @@ type RunFlags struct {
 	// UpstreamCA (--upstream-ca) verifies the credential destinations' TLS
 	// certificates instead of the system's roots.
 	UpstreamCA string
+	// OTLPEndpoint (--otlp-endpoint) exports the run as an OpenTelemetry
+	// trace and metrics to this collector (default:
+	// OTEL_EXPORTER_OTLP_ENDPOINT); NewTraceID (--trace-id) is the new
+	// trace's id, the controller's (TRACEPARENT wins).
+	OTLPEndpoint string
+	NewTraceID   string
 	SandboxFlags
+	GitFlags
 	// InPod (--in-pod) says the runner runs in an agent Pod, which the
 	// controller sets: the Pod's loopback holds its own servers (the
 	// events sidecar's progress), so no allow entry opens it to the agent.
@@ -92,6 +99,72 @@ type RunFlags struct {
 	PromptFile string
 	// Prompt is the one argument after the flags ("-": read it from stdin).
 	Prompt string
+}
+
+// GitFlags are the repository of a run and what agentrun does with the
+// agent's change (docs/git.md).
+type GitFlags struct {
+	Repo       string // --repo URL: clone it into the workspace first
+	Ref        string // --ref: a branch, tag or commit id ("" the default branch)
+	Depth      int    // --depth: commits of history (0 the whole); 1 unless set
+	Submodules bool   // --submodules
+	// GitCredential (--git-credential NAME) names the variable of
+	// agentrun's environment that holds the token; GitAuth (--git-auth)
+	// how it is presented: basic, basic:USER or bearer.
+	GitCredential string
+	GitAuth       string
+	GitPlainHTTP  bool   // --git-plain-http: allow an http:// repository
+	Push          string // --push: none, branch or patch (default patch)
+	PushWhen      string // --push-when: succeeded (default) or always
+	Branch        string // --branch: the run's branch (push branch)
+	PatchFile     string // --patch FILE (push patch)
+}
+
+// Defaults of GitFlags, which Args leaves out.
+const (
+	DefaultGitDepth = 1
+	DefaultPush     = "patch"
+	DefaultPushWhen = "succeeded"
+)
+
+// Register declares the git flags on fs.
+func (f *GitFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Repo, "repo", "", "clone this repository (https://) into the workspace before the agent starts; agentrun publishes the change after it (docs/git.md)")
+	fs.StringVar(&f.Ref, "ref", "", "with --repo: the branch, tag or full commit id to start from (default: the remote's default branch)")
+	fs.IntVar(&f.Depth, "depth", DefaultGitDepth, "with --repo: the commits of history to fetch (0: the whole history)")
+	fs.BoolVar(&f.Submodules, "submodules", false, "with --repo: clone the submodules too")
+	fs.StringVar(&f.GitCredential, "git-credential", "", "with --repo: NAME of the variable of agentrun's environment that holds the git token (never given to the agent)")
+	fs.StringVar(&f.GitAuth, "git-auth", "", "with --git-credential: how the token is presented: basic (user x-access-token, GitHub), basic:USER (oauth2 for GitLab) or bearer")
+	fs.BoolVar(&f.GitPlainHTTP, "git-plain-http", false, "with --repo: allow an http:// repository (the token then travels unencrypted)")
+	fs.StringVar(&f.Push, "push", DefaultPush, "with --repo: what to do with the change: none (report it), branch (push the run's --branch) or patch (write --patch)")
+	fs.StringVar(&f.PushWhen, "push-when", DefaultPushWhen, "with --repo: publish when the run succeeded (the default) or always")
+	fs.StringVar(&f.Branch, "branch", "", "with --push branch: the run's branch (default agentrun/<the run's id>)")
+	fs.StringVar(&f.PatchFile, "patch", "", "with --push patch: write the patch here (default: agentrun's state directory, named in end.git.patch)")
+}
+
+// args renders the git flags that are not at their defaults (none
+// without --repo).
+func (f GitFlags) args(a *argList) {
+	if f.Repo == "" {
+		return
+	}
+	a.str("repo", f.Repo)
+	a.str("ref", f.Ref)
+	if f.Depth != DefaultGitDepth {
+		*a = append(*a, "--depth", strconv.Itoa(f.Depth))
+	}
+	a.flag("submodules", f.Submodules)
+	a.str("git-credential", f.GitCredential)
+	a.str("git-auth", f.GitAuth)
+	a.flag("git-plain-http", f.GitPlainHTTP)
+	if f.Push != DefaultPush && f.Push != "" {
+		a.str("push", f.Push)
+	}
+	if f.PushWhen != DefaultPushWhen && f.PushWhen != "" {
+		a.str("push-when", f.PushWhen)
+	}
+	a.str("branch", f.Branch)
+	a.str("patch", f.PatchFile)
 }
 
 // Register declares every flag of `agentrun run` on fs, bound to f (the
@@ -116,10 +189,13 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Resume, "resume", "", "continue the saved session with this id (needs --session-dir)")
 	fs.StringVar(&f.Cwd, "cwd", "", "the agent's working directory (default: the current one)")
 	fs.Var((*List)(&f.Credentials), "credential", "NAME=HOST:PORT[,HOST:PORT...]: the agent gets a stand-in for the variable NAME of agentrun's environment, and the proxy puts the real value into requests to those hosts, over verified TLS only; http://HOST:PORT declares a host that speaks plain HTTP (repeatable)")
-	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the credential hosts' TLS certificates with this PEM bundle instead of the system's roots")
+	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the TLS certificates of the credential hosts and of --repo with this PEM bundle instead of the system's roots")
+	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export the run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
+	fs.StringVar(&f.NewTraceID, "trace-id", "", "with telemetry: the new trace's id, 32 hex digits (the controller's; TRACEPARENT wins)")
 	fs.StringVar(&f.PromptFile, "prompt-file", "", "read the prompt from this file instead of the argument")
 	fs.BoolVar(&f.InPod, "in-pod", false, "the runner runs in an agent Pod (the controller sets it): the loopback stays refused to the agent whatever --allow-host says")
 	f.SandboxFlags.Register(fs)
+	f.GitFlags.Register(fs)
 }
 
 // Args is the argument list of `agentrun` that Register parses back into
@@ -156,6 +232,9 @@ func (f RunFlags) Args() []string {
 	a.str("session-dir", f.SessionDir)
 	a.str("resume", f.Resume)
 	a.list("image", f.Images)
+	a.str("otlp-endpoint", f.OTLPEndpoint)
+	a.str("trace-id", f.NewTraceID)
+	f.GitFlags.args(&a)
 	a.str("prompt-file", f.PromptFile)
 	a = append(a, "--")
 	if f.Prompt != "" {

@@ -69,6 +69,10 @@ type Summary struct {
 	// ResultBytes is the length in bytes of the whole result, cut or not.
 	ResultBytes int `json:"result_bytes"`
 
+	// TraceID is the run's OpenTelemetry trace id (start.trace_id); empty
+	// when the run exported no telemetry.
+	TraceID string `json:"trace_id,omitempty"`
+
 	// Isolation is how the agent was isolated; nil when the run ended
 	// before its sandbox was tried (a rejected request).
 	Isolation *Isolation `json:"isolation,omitempty"`

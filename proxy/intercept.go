@@ -41,6 +41,12 @@ type Interceptor interface {
 	Response(host string, port int, r *http.Request, resp *http.Response) *Refusal
 	// Roots verify the upstream's certificate (nil: the system's roots).
 	Roots() *x509.CertPool
+	// RedactText takes what must not reach the client out of text the
+	// proxy itself writes about the request r to host:port (its error
+	// when the upstream's answer cannot be read, which quotes that
+	// answer; a refusal's detail): the same secrets as Response takes
+	// out of answers.
+	RedactText(host string, port int, r *http.Request, text string) string
 }
 
 // Refusal is an interceptor's refusal of a request or of its answer. It is
@@ -245,9 +251,10 @@ func (s *Server) refusePlain(w http.ResponseWriter, host string, port int) {
 		", or, if it speaks only plain HTTP, declare it as http://"+a+" in --credential", http.StatusForbidden)
 }
 
-// refuseIntercepted answers an interceptor's refusal, def its status
-// unless it names one, and reports it unless it is quiet.
-func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int, ref *Refusal, def int) {
+// refuseIntercepted answers an interceptor's refusal of r, def its status
+// unless it names one, and reports it unless it is quiet. The detail is
+// redacted like every text the proxy writes about an intercepted request.
+func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int, r *http.Request, ref *Refusal, def int) {
 	if !ref.Quiet {
 		s.report(Access{Host: host, Port: port, Reason: ref.Reason})
 	}
@@ -256,5 +263,116 @@ func (s *Server) refuseIntercepted(w http.ResponseWriter, host string, port int,
 		status = def
 	}
 	w.Header().Set(ReasonHeader, ref.Reason)
-	http.Error(w, "agentrun proxy: "+ref.Detail, status)
+	http.Error(w, s.Intercept.RedactText(host, port, r, "agentrun proxy: "+ref.Detail), status)
+}
+
+// upstreamFailure is the proxy's answer text when the upstream of an
+// intercepted request to authority could not be reached or its answer
+// not read (err, from the transport). A failed certificate check is told
+// in the proxy's own words: the upstream's certificate names and
+// authority are the upstream's text, chosen before any answer. Every
+// other error is the transport's own text (it quotes a line it could not
+// parse), which the caller redacts.
+func upstreamFailure(authority string, err error) string {
+	var (
+		host    x509.HostnameError
+		unknown x509.UnknownAuthorityError
+		invalid x509.CertificateInvalidError
+		verify  *tls.CertificateVerificationError
+	)
+	tlsFailed := "agentrun proxy: the TLS certificate of " + authority + " "
+	switch {
+	case errors.As(err, &host):
+		return tlsFailed + "is not valid for " + authority + " (x509: wrong name)"
+	case errors.As(err, &unknown):
+		return tlsFailed + "is signed by an authority the proxy does not trust (x509: unknown authority; --upstream-ca names more)"
+	case errors.As(err, &invalid):
+		return tlsFailed + "is not valid (x509: " + certificateProblem(invalid.Reason) + ")"
+	case errors.As(err, &verify):
+		return tlsFailed + "could not be verified"
+	}
+	return "agentrun proxy: the answer of " + authority + " could not be read: " + err.Error()
+}
+
+// certificateProblem names an x509 invalid reason in fixed words.
+func certificateProblem(r x509.InvalidReason) string {
+	switch r {
+	case x509.Expired:
+		return "expired or not yet valid"
+	case x509.NotAuthorizedToSign:
+		return "signed by a certificate that is no authority"
+	case x509.CANotAuthorizedForThisName:
+		return "signed by an authority not allowed this name"
+	case x509.IncompatibleUsage:
+		return "not for server authentication"
+	}
+	return "invalid"
+}
+
+// Interceptors is several interceptors as one: each destination goes to
+// the first that claims it (a run's credential destinations, its git
+// repository). An interceptor claims destinations no other one does (the
+// runner refuses a run whose git host is also a credential destination).
+type Interceptors []Interceptor
+
+func (is Interceptors) of(host string, port int) Interceptor {
+	for _, i := range is {
+		if i.Claims(host, port) {
+			return i
+		}
+	}
+	return nil
+}
+
+// Claims reports whether one of them claims host:port.
+func (is Interceptors) Claims(host string, port int) bool { return is.of(host, port) != nil }
+
+// PlainHTTP is the claiming interceptor's.
+func (is Interceptors) PlainHTTP(host string, port int) bool {
+	i := is.of(host, port)
+	return i != nil && i.PlainHTTP(host, port)
+}
+
+// Certificate is the certificate of the first that claims host on any
+// port (the TLS handshake names the host only).
+func (is Interceptors) Certificate(host string) (*tls.Certificate, error) {
+	for _, i := range is {
+		if c, err := i.Certificate(host); err == nil {
+			return c, nil
+		}
+	}
+	return nil, errors.New("no interceptor has a certificate for " + host)
+}
+
+// Request is the claiming interceptor's.
+func (is Interceptors) Request(host string, port int, r *http.Request) *Refusal {
+	if i := is.of(host, port); i != nil {
+		return i.Request(host, port, r)
+	}
+	return nil
+}
+
+// Response is the claiming interceptor's.
+func (is Interceptors) Response(host string, port int, r *http.Request, resp *http.Response) *Refusal {
+	if i := is.of(host, port); i != nil {
+		return i.Response(host, port, r, resp)
+	}
+	return nil
+}
+
+// Roots are the first interceptor's: the runner gives them all the same.
+func (is Interceptors) Roots() *x509.CertPool {
+	if len(is) > 0 {
+		return is[0].Roots()
+	}
+	return nil
+}
+
+// RedactText passes text through every interceptor: each takes out what
+// it knows must not reach the client.
+func (is Interceptors) RedactText(host string, port int, r *http.Request, text string) string {
+	for _, i := range is {
+		text = i.RedactText(host, port, r, text)
+	}
+	return text
 }

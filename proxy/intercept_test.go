@@ -95,6 +95,9 @@ func (f *fakeInterceptor) Request(host string, port int, r *http.Request) *Refus
 	}
 	return nil
 }
+func (f *fakeInterceptor) RedactText(host string, port int, r *http.Request, text string) string {
+	return strings.ReplaceAll(text, "real", "stand-in")
+}
 func (f *fakeInterceptor) Response(host string, port int, r *http.Request, resp *http.Response) *Refusal {
 	resp.Header.Set("X-Intercepted", "yes")
 	if f.refuseAnswer != nil {

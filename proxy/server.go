@@ -567,7 +567,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 			return
 		}
 		if ref := s.Intercept.Request(host, port, out); ref != nil {
-			s.refuseIntercepted(w, host, port, ref, http.StatusForbidden)
+			s.refuseIntercepted(w, host, port, out, ref, http.StatusForbidden)
 			return
 		}
 	}
@@ -580,13 +580,19 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer for %v", s.tunnelIdle())
 		}
-		http.Error(w, "agentrun proxy: "+err.Error(), http.StatusBadGateway)
+		msg := "agentrun proxy: " + err.Error()
+		if intercepted {
+			// The transport's error may quote the answer it could not
+			// read, and the answer may echo the real value.
+			msg = s.Intercept.RedactText(host, port, out, upstreamFailure(authority, err))
+		}
+		http.Error(w, msg, http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
-			s.refuseIntercepted(w, host, port, ref, http.StatusBadGateway)
+			s.refuseIntercepted(w, host, port, out, ref, http.StatusBadGateway)
 			return
 		}
 	}

@@ -27,7 +27,11 @@ type creds struct {
 	roots     *x509.CertPool // --upstream-ca, nil for the system's
 	userCAs   []byte         // CA files the user named with --env, merged into ours
 	intercept *credentials.Interceptor
-	env       []string // NAME=stand-in and the CA variables
+	authority *credentials.Authority // the run's, for the credentials and the repository
+	env       []string               // NAME=stand-in and the CA variables
+	// releaseLogs ends the redaction of the real values in the process's
+	// log (see build).
+	releaseLogs func()
 }
 
 // caVars are the variables through which the CLIs (and the agent's tools)
@@ -47,10 +51,14 @@ var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls
 // allow list gains the credential hosts.
 func prepareCreds(o Options, p *prepared) (*creds, error) {
 	if len(o.Credentials) == 0 {
-		if o.UpstreamCA != "" {
-			return nil, reject("--upstream-ca is for the credential destinations: pass --credential too, or drop it")
+		if o.UpstreamCA != "" && o.Repo == "" {
+			return nil, reject("--upstream-ca is for the credential destinations and --repo: pass --credential or --repo too, or drop it")
 		}
-		return nil, nil
+		if o.Repo == "" || !p.iso.sandboxed() || p.iso.policy.Mode == proxy.ModeNone {
+			return nil, nil
+		}
+		// The run's repository alone: no credential, but the run's
+		// authority for the proxy's fetch scope (repo.go).
 	}
 	if !p.iso.sandboxed() {
 		return nil, reject("--credential needs the sandbox (its filter proxy puts the real value in): drop --sandbox none")
@@ -212,13 +220,18 @@ func allowEntry(d credentials.Dest, iso *isolation) string {
 // it into the state directory, which the sandbox sees: the authority's
 // certificate, and a bundle of the system's roots, the user's CAs and it.
 // The authority's key stays in this process.
-func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
-	ca, err := credentials.NewAuthority(c.set.Dests(), time.Now())
+func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64, extra ...credentials.Dest) error {
+	ca, err := credentials.NewAuthority(append(c.set.Dests(), extra...), time.Now())
 	if err != nil {
 		return err
 	}
+	c.authority = ca
 	c.intercept = &credentials.Interceptor{Set: c.set, Authority: ca, Meter: m, RootCAs: c.roots, RefuseUnmetered: maxTokens > 0}
-	extra := append(append([]byte{}, ca.CertPEM()...), c.userCAs...)
+	// Go's HTTP stack logs what an upstream sent on an idle connection,
+	// quoted, to the process's log (the runner's stderr): while the run
+	// lasts, every log line shows stand-ins in place of real values.
+	c.releaseLogs = c.set.RedactLogs()
+	caPEM := append(append([]byte{}, ca.CertPEM()...), c.userCAs...)
 	bundle := append([]byte{}, c.userCAs...)
 	for _, p := range systemBundles {
 		if b, err := readCertificates(safefile.Guard{}, p); err == nil {
@@ -228,7 +241,7 @@ func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
 	}
 	bundle = append(bundle, ca.CertPEM()...)
 	caFile, bundleFile := filepath.Join(stateDir, "agentrun-ca.pem"), filepath.Join(stateDir, "agentrun-ca-bundle.pem")
-	if err := os.WriteFile(caFile, extra, 0o644); err != nil {
+	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(bundleFile, bundle, 0o644); err != nil {
@@ -243,6 +256,15 @@ func (c *creds) build(stateDir string, m *meter.Meter, maxTokens int64) error {
 		c.env = append(c.env, v+"="+f)
 	}
 	return nil
+}
+
+// close ends what build started that outlives nothing of the run: the
+// log's redaction.
+func (c *creds) close() {
+	if c != nil && c.releaseLogs != nil {
+		c.releaseLogs()
+		c.releaseLogs = nil
+	}
 }
 
 // pairs are c's variables for the agent's environment, after the user's.

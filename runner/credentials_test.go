@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"log"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 )
 
 func testCertAndKey(t *testing.T) (certPEM, keyPEM []byte) {
@@ -82,5 +84,31 @@ func TestReadCertificates(t *testing.T) {
 	}
 	if _, err := readCertificates(files, link); !errors.Is(err, safefile.ErrLink) {
 		t.Errorf("a link in the workspace: %v", err)
+	}
+}
+
+// TestCredentialsRedactTheLog: from the moment the credentials are built
+// until the run's cleanup, the process's log (where Go's HTTP stack quotes
+// what an upstream sent unasked, key included) shows the stand-in.
+func TestCredentialsRedactTheLog(t *testing.T) {
+	const value = "sk-log-0123456789"
+	t.Setenv("LOGKEY", value)
+	c, err := credentials.Parse("LOGKEY=api.test:443", os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := credentials.NewSet([]*credentials.Credential{c})
+	var buf strings.Builder
+	prev := log.Writer()
+	log.SetOutput(&buf)
+	defer log.SetOutput(prev)
+	cr := &creds{set: set}
+	if err := cr.build(t.TempDir(), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	log.Printf("Unsolicited response received on idle HTTP channel starting with %q", "HTTP/1.1 200 "+value)
+	cr.close()
+	if got := buf.String(); strings.Contains(got, value) || !strings.Contains(got, c.StandIn) {
+		t.Errorf("the log during the run: %q", got)
 	}
 }

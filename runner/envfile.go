@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -68,7 +69,9 @@ func neverPassed(name string) bool {
 	case "PATH", "HOME", "LANG", "TERM", "TMPDIR", "HOSTNAME", "PWD", "SHLVL", "_":
 		return true
 	}
-	return strings.HasPrefix(name, "AGENTRUN_") || strings.HasPrefix(name, "KUBERNETES_")
+	// The telemetry variables configure agentrun's own exporter, which the
+	// agent must not see (it could send its own spans into the trace).
+	return strings.HasPrefix(name, "AGENTRUN_") || strings.HasPrefix(name, "KUBERNETES_") || telemetry.IsTelemetryVar(name)
 }
 
 // passedEnv resolves --pass-env NAME and PREFIX* against agentrun's own
@@ -80,6 +83,9 @@ func passedEnv(patterns []string) ([][2]string, error) {
 		prefix, glob := strings.CutSuffix(pat, "*")
 		if (prefix != "" && !envName.MatchString(prefix)) || (!glob && prefix == "") {
 			return nil, reject("--pass-env %q: give a variable NAME or a PREFIX*", pat)
+		}
+		if !glob && telemetry.IsTelemetryVar(pat) {
+			return nil, reject("--pass-env %s: OTEL_*, TRACEPARENT and TRACESTATE configure agentrun's own telemetry and never reach the agent; to let the agent's CLI export on its own, set the variable with --env NAME=VALUE", pat)
 		}
 		if !glob {
 			if v, ok := os.LookupEnv(pat); ok {

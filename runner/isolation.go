@@ -16,6 +16,7 @@ import (
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/sandbox"
+	"github.com/agentrun-dev/agentrun/telemetry"
 )
 
 // isolation is a validated podcontract.SandboxFlags for one workspace.
@@ -243,7 +244,13 @@ func (i *isolation) env(home string, adapterEnv []string, user [][2]string) []st
 			}
 		}
 	} else {
-		env = os.Environ()
+		// agentrun's own telemetry settings stay agentrun's (the agent
+		// could otherwise export spans into the run's trace).
+		for _, kv := range os.Environ() {
+			if k, _, _ := cutEnv(kv); !telemetry.IsTelemetryVar(k) {
+				env = append(env, kv)
+			}
+		}
 	}
 	env = append(env, adapterEnv...)
 	for _, kv := range user {

@@ -34,6 +34,9 @@ type Options struct {
 	// OutputLost, when set, learns of each output of the run that could
 	// not be written (a --raw write failed); the run itself goes on.
 	OutputLost func(error)
+	// TraceID is the run's OpenTelemetry trace id when it exports
+	// telemetry (start.trace_id and the end summary); "" without.
+	TraceID string
 }
 
 // DefaultGrace lets a CLI write its closing result after SIGINT; claude-code

@@ -24,6 +24,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
 	"github.com/agentrun-dev/agentrun/proxy/meter"
 	live "github.com/agentrun-dev/agentrun/sidecar/progress"
 )
@@ -36,7 +37,10 @@ const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write
 // stops with "interrupted" when ctx is cancelled (the caller cancels it on
 // SIGINT or SIGTERM).
 func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) *events.End {
-	r := &run{o: o, started: o.Started, out: out, stderr: stderr, cleanup: func() {}}
+	r := &run{o: o, started: o.Started, out: out, stderr: stderr, cleanup: func() {}, id: o.Resume}
+	if r.id == "" {
+		r.id = newUUID()
+	}
 	if r.started.IsZero() {
 		r.started = time.Now()
 	}
@@ -46,6 +50,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		// The end summary goes where a Pod's termination message is read.
 		s := podcontract.FromEnd(end, r.agg.Counters())
 		s.Isolation = r.isolation()
+		s.TraceID = o.TraceID
 		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
 			r.outputLost(errors.New(CreateError("--summary", o.SummaryPath, err)))
 		}
@@ -57,7 +62,11 @@ func (r *run) run(ctx context.Context) *events.End {
 	defer func() {
 		r.cleanup() // the phases extend cleanup as they go
 		r.p.close()
+		r.repo.close()
 	}()
+	if end := r.cloneRepo(ctx); end != nil {
+		return end
+	}
 	for _, phase := range []func() *events.End{r.prepare, r.build, r.start} {
 		if end := phase(); end != nil {
 			return end
@@ -96,6 +105,25 @@ type run struct {
 	unmetered atomic.Int32
 	// unavailable: the sandbox could not be built (end.detail says why).
 	unavailable bool
+	// id is the run's id: its session id (the one given to the CLI, or
+	// --resume's), and its branch's name without --branch.
+	id string
+	// repo is --repo's checkout, nil without.
+	repo *repo
+}
+
+// cloneRepo clones --repo into the workspace, before anything else.
+func (r *run) cloneRepo(ctx context.Context) *events.End {
+	repo, err := prepareRepo(ctx, &r.o, r.id)
+	if err != nil {
+		var rj rejection
+		if errors.As(err, &rj) {
+			return r.end(events.StatusRejected, rj.msg)
+		}
+		return r.end(events.StatusFailed, err.Error())
+	}
+	r.repo = repo
+	return nil
 }
 
 // isolation is the summary's account of how the agent ran; nil for a
@@ -126,6 +154,9 @@ func (r *run) prepare() *events.End {
 		return r.end(events.StatusFailed, err.Error())
 	}
 	r.p = p
+	if err := r.repo.allow(p); err != nil {
+		return r.end(events.StatusRejected, err.Error())
+	}
 	if r.bin, err = resolveBinary(p.runtime); err != nil {
 		return r.end(events.StatusFailed, err.Error())
 	}
@@ -152,7 +183,7 @@ func (r *run) build() *events.End {
 	r.spec = r.p.spec
 	r.spec.Binary, r.spec.StateDir = r.bin, stateDir
 	if o.SessionDir != "" && o.Resume == "" {
-		r.spec.SessionID = newUUID()
+		r.spec.SessionID = r.id
 	}
 	r.store, _ = r.adapter.(adapters.SessionStore)
 	if o.Resume != "" {
@@ -165,8 +196,17 @@ func (r *run) build() *events.End {
 	}
 	if c := r.p.creds; c != nil {
 		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
-		if err := c.build(stateDir, r.meter, o.MaxTokens); err != nil {
+		closers = append(closers, c.close)
+		var extra []credentials.Dest
+		if r.repo != nil {
+			extra = append(extra, r.repo.checkout.Dest())
+		}
+		if err := c.build(stateDir, r.meter, o.MaxTokens, extra...); err != nil {
 			return r.end(events.StatusFailed, fmt.Sprintf("cannot set up the credentials: %v", err))
+		}
+		r.repo.newScope(c)
+		if err := r.repo.writeAgentConfig(stateDir, filepath.Join(stateDir, "agentrun-ca-bundle.pem")); err != nil {
+			return r.end(events.StatusFailed, fmt.Sprintf("cannot write the agent's git configuration: %v", err))
 		}
 		r.writeMeterFile()
 	}
@@ -211,6 +251,9 @@ func (r *run) start() *events.End {
 		stdin: r.launch.Stdin, stderr: r.tail}
 	if p.creds != nil {
 		ps.intercept = p.creds.intercept
+		if r.repo != nil && r.repo.scope != nil {
+			ps.intercept = proxy.Interceptors{p.creds.intercept, r.repo.scope}
+		}
 	}
 	if p.iso.sandboxed() {
 		ps.sandbox = p.iso.sandboxConfig(p.ws, r.stateDir, r.bin)
@@ -243,7 +286,8 @@ func (r *run) start() *events.End {
 	}
 	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(r.launch.Argv, r.spec.Prompt), Env: p.envNames(), Credentials: p.creds.names()})
+		Argv: displayArgv(r.launch.Argv, r.spec.Prompt), Env: p.envNames(), Credentials: p.creds.names(),
+		TraceID: o.TraceID})
 	r.pipe.mu.Unlock()
 	if !r.launch.EchoesPrompt {
 		r.pipe.record(records.Prompt{Text: r.spec.Prompt, Images: o.Images})
@@ -310,6 +354,9 @@ func (r *run) finish() *events.End {
 	if o.SessionDir != "" && r.store != nil {
 		outcome.SessionID = r.saveSession()
 	}
+	if r.repo != nil {
+		outcome.Git = r.repo.publish(outcome.Status, r.warn)
+	}
 	r.pipe.mu.Lock()
 	end := r.agg.Finish(outcome)
 	r.pipe.mu.Unlock()
@@ -356,7 +403,7 @@ func (r *run) saveSession() string {
 // agentVars are the user's variables for the agent, then the credentials'
 // stand-ins and CA files.
 func (r *run) agentVars() [][2]string {
-	return append(append([][2]string{}, r.p.env...), r.p.creds.pairs()...)
+	return append(append(append([][2]string{}, r.p.env...), r.p.creds.pairs()...), r.repo.agentVars(r.stateDir)...)
 }
 
 // onMeteredCall enforces --max-tokens with the meter's count, which the

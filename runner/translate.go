@@ -19,6 +19,8 @@ type TranslateOptions struct {
 	Runtime  string
 	Model    string
 	ExitCode int // the exit code the runtime had, for the verdict
+	// TraceID is start.trace_id when the replay exports telemetry.
+	TraceID string
 }
 
 // Translate replays saved raw output (a --raw file) into the same events a
@@ -34,7 +36,7 @@ func Translate(o TranslateOptions, in io.Reader, out format.Renderer, stderr io.
 	cwd, _ := os.Getwd()
 	agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: "none",
 		Network: events.Network{Mode: "full", Allow: []string{}}, DenyRead: []string{},
-		Model: events.StringOrNil(o.Model), Cwd: cwd, Argv: []string{}, Env: []string{}})
+		Model: events.StringOrNil(o.Model), Cwd: cwd, Argv: []string{}, Env: []string{}, TraceID: o.TraceID})
 	adapter := rt.New()
 	if r, ok := adapter.(adapters.Replayer); ok {
 		r.Replay(adapters.LaunchSpec{Model: o.Model})

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // Modes of --sandbox.
@@ -76,7 +75,7 @@ var (
 	denyAbsolute = []string{"/var/run/secrets/", "/run/secrets/"}
 )
 
-// placeholder is what a missing deny path gets on the host (see PrepareDeny).
+// placeholder is what a missing deny path gets on the host (see prepareDeny).
 type placeholder int
 
 const (
@@ -335,79 +334,84 @@ func itoa(n int) string {
 	return string(b[i:])
 }
 
-// PrepareDeny turns deny paths into mount entries. A path that does not
+// prepareDeny turns deny paths into mount entries. A path that does not
 // exist gets a placeholder on the host when its directory exists (an empty
 // directory, or an empty file for the known credential files; see
 // placeholderFor), so that the sandbox mounts over it and a file created
-// there during the run stays hidden. Placeholders are left in place:
-// removing one while another run's sandbox is mounted over it would
-// silently drop that run's protection (the kernel detaches a mount whose
-// mount point is deleted in another namespace), and an empty ~/.ssh or
-// ~/.netrc is harmless. Where this user may not create or see the path,
+// there during the run stays hidden. Placeholders are made without
+// following links, only where the caller may (or given to the directory's
+// owner), and removed when the run ends (placeholders.close; see
+// placeholder.go). Where this user may not create or see the path,
 // neither can the run, and it is left alone; so is a path the agent could
 // not reach anyway (reachable false: a root caller's agent under /root).
 // Paths under /tmp need no placeholder: the sandbox has its own /tmp.
-func PrepareDeny(paths []string, reachable func(string) bool) ([]Deny, error) {
+func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *placeholders, err error) {
 	var out []Deny
+	ps = &placeholders{}
+	defer func() {
+		if err != nil {
+			ps.close()
+		}
+	}()
 	seen := map[string]bool{}
+	add := func(real string, dir bool) {
+		if !seen[real] {
+			seen[real] = true
+			out = append(out, Deny{Path: real, IsDir: dir})
+		}
+	}
 	for _, p := range paths {
 		p = filepath.Clean(p)
 		if reachable != nil && !reachable(p) {
 			continue
 		}
 		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
-			if st, err := os.Stat(p); err == nil && !seen[p] {
-				seen[p] = true
-				out = append(out, Deny{Path: p, IsDir: st.IsDir()})
+			if st, err := os.Stat(p); err == nil {
+				add(p, st.IsDir())
 			}
 			continue
 		}
-		st, err := os.Stat(p)
-		if errors.Is(err, fs.ErrPermission) {
-			continue
-		}
-		if err != nil && !os.IsNotExist(err) {
-			return nil, err
-		}
-		if err != nil {
-			kind := placeholderFor(p)
-			if _, perr := os.Stat(filepath.Dir(p)); kind == placeholderNone || perr != nil {
-				continue // nothing to hide, and nothing made
+		kind := placeholderFor(p)
+		// Twice at most: a path that is gone once locked was another
+		// run's placeholder, removed as that run ended.
+		for try := 0; try < 2; try++ {
+			st, err := os.Stat(p)
+			if errors.Is(err, fs.ErrPermission) {
+				break
 			}
-			err := makePlaceholder(p, kind == placeholderFile)
-			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-				continue
+			if err != nil && !os.IsNotExist(err) {
+				return nil, ps, err
 			}
-			// Another run may have made it meanwhile.
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, err
+			if err != nil {
+				if kind == placeholderNone {
+					break // nothing to hide, and nothing made
+				}
+				real, err := ps.make(p, kind == placeholderFile)
+				if err != nil {
+					return nil, ps, err
+				}
+				if real != "" {
+					add(real, kind != placeholderFile)
+				}
+				break
 			}
-			if st, err = os.Stat(p); err != nil {
-				return nil, err
+			// bwrap mounts inside the new root, where an absolute symlink on
+			// the way (/var/run -> /run) would point out of it: mount at the
+			// real path.
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil, ps, err
 			}
-		}
-		// bwrap mounts inside the new root, where an absolute symlink on the
-		// way (/var/run -> /run) would point out of it: mount at the real path.
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, err
-		}
-		if !seen[real] {
-			seen[real] = true
-			out = append(out, Deny{Path: real, IsDir: st.IsDir()})
+			if kind != placeholderNone {
+				if still, err := ps.hold(real); err != nil {
+					return nil, ps, err
+				} else if !still {
+					continue
+				}
+			}
+			add(real, st.IsDir())
+			break
 		}
 	}
-	return out, nil
-}
-
-// makePlaceholder creates p (private) in its existing directory.
-func makePlaceholder(p string, isFile bool) error {
-	if isFile {
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}
-	return os.Mkdir(p, 0o700)
+	return out, ps, nil
 }

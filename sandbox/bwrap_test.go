@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestArgs(t *testing.T) {
@@ -225,7 +227,7 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 	noParent := filepath.Join(base, "a", "b", "keys")
 	link := filepath.Join(base, "link")
 	os.Symlink(base, link)
-	deny, err := PrepareDeny([]string{existingFile, missingDir, missingFile, missingHistory, noParent, "/tmp/not-there",
+	deny, ps, err := prepareDeny([]string{existingFile, missingDir, missingFile, missingHistory, noParent, "/tmp/not-there",
 		filepath.Join(link, "file")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -244,17 +246,61 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 			t.Errorf("%s was made: histories get no placeholder, and missing directories are not made", p)
 		}
 	}
-	// A second run (or a concurrent one) finds them and mounts over them.
-	if again, err := PrepareDeny([]string{missingDir, missingFile}, nil); err != nil || len(again) != 2 {
-		t.Errorf("second PrepareDeny: %+v %v", again, err)
+	// A concurrent run finds them and mounts over them; the first run's
+	// end leaves them to it, and the last one's removes them.
+	again, ps2, err := prepareDeny([]string{missingDir, missingFile}, nil)
+	if err != nil || len(again) != 2 {
+		t.Errorf("second prepareDeny: %+v %v", again, err)
+	}
+	ps.close()
+	for _, p := range []string{missingDir, missingFile} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s went while another run still mounts over it: %v", p, err)
+		}
+	}
+	ps2.close()
+	for _, p := range []string{missingDir, missingFile} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was left after the last run", p)
+		}
+	}
+	if _, err := os.Stat(existingFile); err != nil {
+		t.Errorf("a deny path that was there before is never removed: %v", err)
 	}
 	// What the agent cannot reach is neither mounted nor made.
 	far := filepath.Join(base, "far")
-	if got, err := PrepareDeny([]string{existingFile, far}, func(p string) bool { return p == existingFile }); err != nil || len(got) != 1 {
+	got, ps3, err := prepareDeny([]string{existingFile, far}, func(p string) bool { return p == existingFile })
+	if err != nil || len(got) != 1 {
 		t.Errorf("unreachable entries: %+v %v", got, err)
 	}
+	ps3.close()
 	if _, err := os.Stat(far); err == nil {
 		t.Errorf("a placeholder was made for a path the agent cannot reach")
+	}
+}
+
+// TestPlaceholderRemovalLeavesWhatChanged: a placeholder that was filled
+// or replaced during the run is the user's now, and stays.
+func TestPlaceholderRemovalLeavesWhatChanged(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-") // not under /tmp, where none are made
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	dir, file, swapped := filepath.Join(base, ".ssh"), filepath.Join(base, ".netrc"), filepath.Join(base, ".pgpass")
+	_, ps, err := prepareDeny([]string{dir, file, swapped}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "id_ed25519"), []byte("key"), 0o600)
+	os.WriteFile(file, []byte("machine x"), 0o600)
+	os.Remove(swapped)
+	os.WriteFile(swapped, nil, 0o600) // another file at the name, empty too
+	ps.close()
+	for _, p := range []string{filepath.Join(dir, "id_ed25519"), file, swapped} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
 	}
 }
 
@@ -285,5 +331,35 @@ func TestAdvice(t *testing.T) {
 		if tc.stderr != "" && !strings.Contains(got, tc.stderr) {
 			t.Errorf("Advice(%q) drops bubblewrap's own words: %q", tc.stderr, got)
 		}
+	}
+}
+
+// TestPlaceholderMarkOnSomeoneElsesFile: the mark lets the last run remove
+// a placeholder another run made, never a file that merely carries it: one
+// writable by others (anyone may mark it) or not private stays.
+func TestPlaceholderMarkOnSomeoneElsesFile(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	shared := filepath.Join(base, ".netrc")
+	if err := os.WriteFile(shared, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(shared, 0o666)
+	if err := unix.Setxattr(shared, placeholderMark, []byte("1"), 0); err != nil {
+		t.Skipf("no user attributes on %s: %v", base, err)
+	}
+	_, ps, err := prepareDeny([]string{shared}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.made) != 0 {
+		t.Errorf("a marked file open to all was adopted as a placeholder")
+	}
+	ps.close()
+	if _, err := os.Stat(shared); err != nil {
+		t.Errorf("the marked file was removed: %v", err)
 	}
 }

@@ -267,6 +267,9 @@ func forFields(path string, f func([]string)) {
 // unshare a user namespace itself).
 func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
 	cmd := exec.Command(holder[0], append(holder[1:], holdFlag)...)
+	// It needs no environment, and the runner's (the agent container's,
+	// in a Pod) may hold loader variables (loaderenv.go).
+	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
 		UidMappings: uids, GidMappings: gids, GidMappingsEnableSetgroups: true}
 	stdin, err := cmd.StdinPipe()

@@ -160,20 +160,38 @@ func RunInit(o InitOptions, argv []string) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
-	child, err := os.StartProcess(path, argv, &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+	// The loader variables the runner held back from bubblewrap and this
+	// init (loaderenv.go) are the agent's again.
+	// A plain fork and wait4, not os.StartProcess's pidfd: waiting on the
+	// pidfd of a child that exits at once failed now and then with EBADF,
+	// which cost the run its end.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: agentEnv(os.Environ()), Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		return 0, fmt.Errorf("sandbox-init: %w", err)
 	}
+	done := make(chan struct{})
 	go func() {
-		for s := range sigs {
-			_ = child.Signal(s)
+		for {
+			select {
+			case s := <-sigs:
+				_ = syscall.Kill(pid, s.(syscall.Signal))
+			case <-done:
+				return
+			}
 		}
 	}()
-	state, err := child.Wait()
-	if err != nil {
-		return 0, fmt.Errorf("sandbox-init: %w", err)
+	var ws syscall.WaitStatus
+	for {
+		_, err = syscall.Wait4(pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			break
+		}
 	}
-	return report(state.Sys().(syscall.WaitStatus)), nil
+	close(done)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox-init: wait4: %w", err)
+	}
+	return report(ws), nil
 }
 
 // becomeAgent sets the agent's limits, drops to its user and enters its

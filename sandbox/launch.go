@@ -29,6 +29,9 @@ type Prepared struct {
 
 	control *os.File // the runner's end of the control socket
 	drop    *dropped // a root caller's drop, nil otherwise
+	// placeholders are the deny paths' placeholders the run made, and its
+	// locks on those of other runs: held until the sandbox is gone.
+	placeholders *placeholders
 }
 
 // Prepare builds the bubblewrap command for argv. env is the complete
@@ -48,7 +51,9 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 	}
 	// bubblewrap starts outside the workspace: a root caller's may not
 	// enter it, and the path may lead elsewhere by now; the init enters it.
-	p = &Prepared{Env: env, Dir: "/"}
+	// bubblewrap and the init start outside the agent's reach: no
+	// variable the dynamic loader acts on reaches them (loaderenv.go).
+	p = &Prepared{Env: holdLoaderEnv(env), Dir: "/"}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -61,7 +66,8 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 		}
 		init.UID, init.GID = AgentUID, AgentUID
 	}
-	deny, err := PrepareDeny(cfg.DenyRead, p.drop.reachable)
+	deny, ps, err := prepareDeny(cfg.DenyRead, p.drop.reachable)
+	p.placeholders = ps
 	if err != nil {
 		return p, fmt.Errorf("cannot protect the deny-read paths: %w", err)
 	}
@@ -186,7 +192,9 @@ func (p *Prepared) Started() {
 	}
 }
 
-// Close releases what Prepare holds on the host.
+// Close releases what Prepare holds on the host, the deny paths'
+// placeholders last: call it once the sandbox is gone (removing a
+// placeholder detaches the mount over it).
 func (p *Prepared) Close() {
 	if p.control != nil {
 		p.control.Close()
@@ -197,6 +205,8 @@ func (p *Prepared) Close() {
 		}
 	}
 	p.drop.release()
+	p.placeholders.close()
+	p.placeholders = nil
 }
 
 // Ready is what the helper inside reported.

@@ -142,7 +142,7 @@ func TestEveryPlaceKnowsEveryRuntime(t *testing.T) {
 		t.Fatal("charts/agentrun/templates/_helpers.tpl: no strict preset's allowedRuntimes")
 	}
 	same("charts/agentrun/templates/_helpers.tpl (the strict preset's allowedRuntimes)", strings.Fields(strings.ReplaceAll(string(m[1]), `"`, "")), onKubernetes)
-	same("config/policy/agentrunpolicy_strict.yaml (allowedRuntimes)", strs(dig(t, decode(t, "config/policy/agentrunpolicy_strict.yaml"), "spec", "allowedRuntimes")), onKubernetes)
+	same("config/policy/agentrunpolicy.yaml (allowedRuntimes)", strs(dig(t, decode(t, "config/policy/agentrunpolicy.yaml"), "spec", "allowedRuntimes")), onKubernetes)
 
 	// One sample per runtime on Kubernetes, each in the kustomization.
 	kust := strs(dig(t, decode(t, "config/samples/kustomization.yaml"), "resources"))

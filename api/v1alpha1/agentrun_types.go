@@ -126,8 +126,12 @@ type AgentRunSpec struct {
 	// environment variables, never as command-line values, and only the
 	// names of literal values appear in the event stream. A Secret here
 	// is readable by the agent; put model API keys in credentials.
+	// OTEL_*, TRACEPARENT and TRACESTATE are refused: they configure
+	// agentrun's own telemetry (docs/telemetry.md), which the agent never
+	// sees.
 	// +optional
 	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('OTEL_') && e.name != 'TRACEPARENT' && e.name != 'TRACESTATE')",message="spec.env cannot set OTEL_*, TRACEPARENT or TRACESTATE: they configure agentrun's own telemetry (the chart's telemetry.otlp values, the agentrun.dev/traceparent annotation), which the agent never sees"
 	// +listType=atomic
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
@@ -438,7 +442,13 @@ type PodOverrides struct {
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// ServiceAccountName runs the Pod as this account (for image pull
-	// secrets or admission policies); its token is never mounted.
+	// secrets or admission policies). The Pod sets
+	// automountServiceAccountToken: false, so Kubernetes mounts no token
+	// of the account; a mutating webhook keyed on the account (EKS IRSA,
+	// Azure workload identity) may still project a cloud token into the
+	// Pod, which the runner's container can read and the sandbox hides
+	// from the agent (/var/run/secrets). The AgentRunPolicy's
+	// allowedServiceAccounts decides which accounts runs may name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
@@ -565,6 +575,12 @@ type AgentRunStatus struct {
 	// the end: the sandbox, and whether the network policy was enforced.
 	// +optional
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// TraceID is the run's OpenTelemetry trace id (32 hex digits) when
+	// the manager exports runs (the chart's telemetry.otlp): the trace of
+	// the agentrun.dev/traceparent annotation, else a new one. Look the
+	// trace up by it in the tracing back end (docs/telemetry.md).
+	// +optional
+	TraceID string `json:"traceID,omitempty"`
 }
 
 // Progress is a running agent's progress.
@@ -658,6 +674,16 @@ type Counters struct {
 	DeniedConnections int32 `json:"deniedConnections"`
 }
 
+// AnnotationTraceParent on an AgentRun is a W3C traceparent
+// (00-<trace id>-<span id>-<flags>): with the manager's telemetry on, the
+// run's trace continues that trace (a CI pipeline's, an Argo Workflow's),
+// and status.traceID is its trace id. A value that is not a traceparent is
+// ignored (the run gets a trace of its own) and reported as an Event.
+const AnnotationTraceParent = "agentrun.dev/traceparent"
+
+// AnnotationTraceState goes with AnnotationTraceParent (W3C tracestate).
+const AnnotationTraceState = "agentrun.dev/tracestate"
+
 // AgentRun is one run of a coding agent, reconciled into a batch/v1 Job.
 //
 // +kubebuilder:object:root=true
@@ -674,6 +700,7 @@ type Counters struct {
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.status.endStatus`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ended")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Activity",type=string,JSONPath=`.status.progress.activity`,priority=1
+// +kubebuilder:printcolumn:name="Trace",type=string,JSONPath=`.status.traceID`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentRun struct {
 	metav1.TypeMeta   `json:",inline"`

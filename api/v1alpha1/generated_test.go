@@ -34,6 +34,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		"charts/agentrun/files/manager-role.yaml",
 		"charts/agentrun/crds/agentrun.dev_agentrunpolicies.yaml",
 		"charts/agentrun/files/admission-policy.yaml",
+		"config/guard/profile_guard.yaml",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil {

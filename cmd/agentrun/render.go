@@ -66,6 +66,7 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs.StringVar(&o.Runtime, "runtime", "", "the runtime whose raw output is on stdin")
 	fs.StringVar(&o.Model, "model", "", "the model the run used, for start.model")
 	fs.IntVar(&o.ExitCode, "exit-code", 0, "the runtime's exit code, for the end status")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export the replayed run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
 	if code, done := parseVerb(fs, args, translateSynopsis, stdout, stderr); done {
 		return code
 	}
@@ -73,7 +74,18 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		fmt.Fprintf(stderr, "agentrun translate: %s\nusage: %s\n", translateArgsError(o.Runtime, fs.Args()), translateSynopsis)
 		return 2
 	}
-	end, err := runner.Translate(o, stdin, format.NewJSONL(stdout), stderr)
+	var out format.Renderer = format.NewJSONL(stdout)
+	rec, err := startTelemetry(*otlpEndpoint, "", stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)
+		return 2
+	}
+	if rec != nil {
+		out = format.NewTee(out, rec)
+		o.TraceID = rec.TraceID()
+	}
+	defer out.Close()
+	end, err := runner.Translate(o, stdin, out, stderr)
 	switch {
 	case errors.Is(err, runner.ErrNoOutput):
 		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)

@@ -72,6 +72,14 @@ func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 		}
 	}
 	out = tee
+	// The run's telemetry is a consumer of the stream like the formats;
+	// it closes last, after the end is written, within its own deadline.
+	if rec, err := startTelemetry(o.OTLPEndpoint, o.NewTraceID, stderr); err != nil && ferr == nil {
+		ferr = err
+	} else if rec != nil {
+		out = format.NewTee(tee, rec)
+		o.TraceID = rec.TraceID()
+	}
 	defer out.Close()
 	reject := func(detail string) int {
 		agg := aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
@@ -79,7 +87,9 @@ func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 		if o.SummaryPath != "" {
 			// Every exit path leaves the summary a Pod's controller reads
 			// (as far as the flags were parsed before the bad one).
-			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, podcontract.FromEnd(end, agg.Counters()))
+			s := podcontract.FromEnd(end, agg.Counters())
+			s.TraceID = o.TraceID
+			_ = runner.WriteSummary(runner.FilesFor(o.Cwd), o.SummaryPath, s)
 		}
 		return exitCodes[events.StatusRejected]
 	}

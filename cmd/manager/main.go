@@ -110,12 +110,30 @@ func main() {
 	flag.StringVar(&prices, "prices", "", `price table for usage whose runtime reports no cost, JSON: {"MODEL": {"input": USD, "output": USD, "cacheRead": USD, "cacheWrite": USD}} per million tokens; a MODEL ending in * is a prefix`)
 	flag.StringVar(&requests, "agent-requests", "", "default resource requests of the agent container, as cpu=500m,memory=1Gi (so a queue such as Kueue counts runs)")
 	flag.StringVar(&limits, "agent-limits", "", "default resource limits of the agent container, as memory=4Gi")
+	var otlp controllers.Telemetry
+	flag.StringVar(&otlp.Endpoint, "otlp-endpoint", "", "export every run as an OpenTelemetry trace and metrics to this OTLP collector URL (the runners' OTEL_EXPORTER_OTLP_ENDPOINT; docs/telemetry.md); empty: no export")
+	flag.StringVar(&otlp.Protocol, "otlp-protocol", "http/protobuf", "the OTLP protocol of --otlp-endpoint: grpc or http/protobuf")
+	flag.StringVar(&otlp.ServiceName, "otlp-service-name", "agentrun", "service.name of the runs' traces and metrics")
+	flag.StringVar(&otlp.ResourceAttributes, "otlp-resource-attributes", "", "more resource attributes of the runs, key=value,... (OTEL_RESOURCE_ATTRIBUTES)")
+	flag.StringVar(&otlp.SemconvOptIn, "otlp-semconv-opt-in", "", "OTEL_SEMCONV_STABILITY_OPT_IN of the runs and of the manager's own gen_ai metrics (gen_ai_latest_experimental: the latest GenAI conventions)")
+	flag.BoolVar(&otlp.CaptureContent, "otlp-capture-content", false, "export the runs' prompts, texts and results (each cut at 4 KiB)")
 	flag.DurationVar(&c.budgetInterval, "budget-status-interval", controllers.DefaultBudgetInterval, "least time between two writes of an AgentBudget's status that only move its numbers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	c.job.PullPolicy = corev1.PullPolicy(pullPolicy)
+	if otlp.Endpoint != "" {
+		// The headers (a back end's API key) come from the environment,
+		// which the chart fills from a Secret, never from a flag.
+		otlp.Headers = os.Getenv("AGENTRUN_OTLP_HEADERS")
+		if err := otlp.Validate(); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			os.Exit(2)
+		}
+		c.job.Telemetry = &otlp
+	}
+	controllers.SetMetricsSemconv(otlp.SemconvOptIn)
 	c.watchNamespaces = splitList(watch)
 	var err error
 	if c.job.SandboxSeccomp, err = parseSeccompProfile(seccomp); err != nil {

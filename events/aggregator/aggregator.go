@@ -332,6 +332,8 @@ type Outcome struct {
 	// Meter is the filter proxy's count of the model calls (nil without
 	// credentials); Finish sets its Matches against end.usage.
 	Meter *events.Meter
+	// Git is the run's repository and change (nil without --repo).
+	Git *events.Git
 }
 
 // Finish writes the tool and subagent_end events still owed, then end, and
@@ -367,6 +369,7 @@ func (a *Aggregator) Finish(o Outcome) *events.End {
 	if !o.Started.IsZero() {
 		end.DurationMs = a.now().Sub(o.Started).Milliseconds()
 	}
+	end.Git = o.Git
 	if o.Meter != nil {
 		m := *o.Meter
 		m.Matches = meterMatches(m, end.Usage.TokenCounts)

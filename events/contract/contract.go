@@ -33,7 +33,7 @@ import (
 // (docs/events.md, "Events"), written out by hand (not derived from the Go
 // types, so a reordered struct field is caught).
 var FieldOrder = map[string][]string{
-	"start":          {"schema", "type", "time", "runtime", "sandbox", "network", "deny_read", "model", "cwd", "argv", "env", "credentials"},
+	"start":          {"schema", "type", "time", "runtime", "sandbox", "network", "deny_read", "model", "cwd", "argv", "env", "credentials", "trace_id"},
 	"prompt":         {"schema", "type", "time", "text", "images"},
 	"tool_start":     {"schema", "type", "time", "id", "parent", "name", "summary"},
 	"tool":           {"schema", "type", "time", "id", "parent", "name", "summary", "denied", "error"},
@@ -42,13 +42,14 @@ var FieldOrder = map[string][]string{
 	"subagent_start": {"schema", "type", "time", "id", "parent", "number", "kind", "model", "description"},
 	"subagent_end":   {"schema", "type", "time", "id", "status", "duration_ms", "usage"},
 	"network":        {"schema", "type", "time", "host", "port", "allowed", "reason", "suppressed"},
-	"end":            {"schema", "type", "time", "status", "exit_code", "detail", "duration_ms", "usage", "result", "session_id", "meter"},
+	"end":            {"schema", "type", "time", "status", "exit_code", "detail", "duration_ms", "usage", "result", "session_id", "meter", "git"},
 }
 
 // Optional are the fields that are absent unless they apply (docs/events.md,
-// "Null versus absent"): start.credentials without --credential, end.meter
-// without a metered credential, network.suppressed but on a summary.
-var Optional = map[string]bool{"start.credentials": true, "end.meter": true, "network.suppressed": true}
+// "Null versus absent"): start.credentials without --credential,
+// start.trace_id without telemetry, end.meter without a metered credential,
+// end.git without --repo, network.suppressed but on a summary.
+var Optional = map[string]bool{"start.credentials": true, "start.trace_id": true, "end.meter": true, "end.git": true, "network.suppressed": true}
 
 // MeterOrder is the key order of end.meter; unmetered is absent unless a
 // call went unmetered.
@@ -285,6 +286,7 @@ func (c *Checker) rules(n int, raw []byte, e events.Event) {
 	case *events.End:
 		c.checkUsage(n, raw)
 		c.checkMeter(n, raw)
+		c.checkGit(n, raw)
 		if e.Status == events.StatusRejected {
 			c.rejected = n
 		}
@@ -360,6 +362,27 @@ func (c *Checker) checkMeter(n int, raw []byte) {
 	}
 	if !c.keysInOrder(keys, want) {
 		c.fail(n, "meter fields %v, want %v", keys, want)
+	}
+}
+
+// GitOrder is the key order of end.git.
+var GitOrder = []string{"repository", "ref", "base_commit", "head_commit", "branch", "pushed", "patch", "commits", "files_changed", "insertions", "deletions", "paths", "detail"}
+
+// checkGit checks the key order of end.git, when there is one.
+func (c *Checker) checkGit(n int, raw []byte) {
+	var obj struct {
+		Git json.RawMessage `json:"git"`
+	}
+	if json.Unmarshal(raw, &obj) != nil || obj.Git == nil {
+		return
+	}
+	keys, err := KeyOrder(obj.Git)
+	if err != nil {
+		c.fail(n, "git is not an object")
+		return
+	}
+	if !c.keysInOrder(keys, GitOrder) {
+		c.fail(n, "git fields %v, want %v", keys, GitOrder)
 	}
 }
 

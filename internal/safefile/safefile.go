@@ -37,6 +37,13 @@ type Guard struct {
 	// Untrusted are directories the agent can write; how they are named
 	// does not matter (they are recognised by device and inode).
 	Untrusted []string
+	// OthersUntrusted makes every directory that anyone but root could
+	// change (owned by another user, or writable by its group or by all,
+	// as /tmp is) untrusted as well: the walk follows no link at or below
+	// it. For a root caller's walks through what other users own (their
+	// homes), whose links they chose: only links in directories that root
+	// alone can change (/var/run -> /run) are followed.
+	OthersUntrusted bool
 }
 
 // ErrLink is returned for a path that goes through a symbolic link inside
@@ -135,6 +142,32 @@ func (g Guard) MkdirAll(path string, perm os.FileMode) error {
 	w.pending = append(w.pending, ".") // walk every component as a directory
 	_, _, err = w.parent(true, uint32(perm.Perm()))
 	return err
+}
+
+// Parent walks to the directory that holds the final name of path, making
+// nothing, and returns that directory (opened O_PATH, the caller's to
+// close) and the name: the place where the caller may then create the
+// name itself, relative to the directory (openat, mkdirat), whatever
+// happens to the path meanwhile. A link on the way at or below an
+// untrusted directory is ErrLink, a missing directory ENOENT.
+func (g Guard) Parent(path string) (*os.File, string, error) {
+	w, err := g.walker(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer w.close()
+	dirFD, name, err := w.parent(false, 0)
+	if err == nil {
+		err = w.checkName(name)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	fd, err := unix.FcntlInt(uintptr(dirFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", pathErr("open", path, err)
+	}
+	return os.NewFile(uintptr(fd), strings.TrimSuffix(path, "/"+name)), name, nil
 }
 
 // checkName refuses a final name that is no file.
@@ -282,6 +315,7 @@ type level struct {
 type walk struct {
 	path    string
 	roots   map[fileID]bool
+	others  bool     // Guard.OthersUntrusted
 	stack   []level  // from / to the current directory
 	pending []string // the components still to walk, the final name last
 	links   int
@@ -300,7 +334,7 @@ func (g Guard) walker(path string) (*walk, error) {
 		}
 		abs = wd + "/" + path
 	}
-	w := &walk{path: path, roots: map[fileID]bool{}}
+	w := &walk{path: path, roots: map[fileID]bool{}, others: g.OthersUntrusted}
 	for _, d := range g.Untrusted {
 		var st unix.Stat_t
 		if d != "" && unix.Stat(d, &st) == nil {
@@ -354,7 +388,17 @@ func (w *walk) isRoot(fd int) (bool, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return false, err
 	}
-	return w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}], nil
+	return w.untrusted(&st), nil
+}
+
+// untrusted reports whether the directory st is one the walk follows no
+// link at or below: an untrusted directory, or with OthersUntrusted one
+// that anyone but root could change.
+func (w *walk) untrusted(st *unix.Stat_t) bool {
+	if w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}] {
+		return true
+	}
+	return w.others && (st.Uid != 0 || st.Mode&0o022 != 0)
 }
 
 // parent walks every pending component but the last, making missing
@@ -391,7 +435,7 @@ func (w *walk) parent(mkdirs bool, perm uint32) (int, string, error) {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			inside := top.inside || w.roots[fileID{uint64(st.Dev), uint64(st.Ino)}]
+			inside := top.inside || w.untrusted(&st)
 			w.stack = append(w.stack, level{fd: fd, inside: inside})
 		case unix.S_IFLNK:
 			unix.Close(fd)

@@ -305,3 +305,61 @@ func TestMkdirAllDoesNotCreateThroughLinks(t *testing.T) {
 		t.Errorf("not made: %v", err)
 	}
 }
+
+// TestOthersUntrustedFollowsOnlyRootsLinks: with OthersUntrusted, a link
+// in a directory another user owns (a home whose owner linked ~/.config
+// to /etc) or anyone may write is not followed; a link in a directory only
+// root can change is (/var/run -> /run). Parent returns the directory the
+// final name is in, for the caller to create it there.
+func TestOthersUntrustedFollowsOnlyRootsLinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root; CI runs the suite as root")
+	}
+	base, err := os.MkdirTemp("/var/lib", "safefile-test-") // below directories only root can change
+	must(t, err)
+	defer os.RemoveAll(base)
+	must(t, os.Chmod(base, 0o755))
+	sys := filepath.Join(base, "etc")
+	home := filepath.Join(base, "alice")
+	must(t, os.Mkdir(sys, 0o755))
+	must(t, os.Mkdir(home, 0o755))
+	must(t, os.Symlink(sys, filepath.Join(home, ".config")))
+	must(t, os.Lchown(filepath.Join(home, ".config"), 4242, 4242))
+	must(t, os.Chown(home, 4242, 4242))
+	must(t, os.Symlink("etc", filepath.Join(base, "run"))) // root's own link
+	shared := filepath.Join(base, "shared")
+	must(t, os.Mkdir(shared, 0o777))
+	must(t, os.Chmod(shared, 0o1777))
+	must(t, os.Symlink(sys, filepath.Join(shared, "l")))
+
+	g := Guard{OthersUntrusted: true}
+	for _, p := range []string{filepath.Join(home, ".config", "gh"), filepath.Join(shared, "l", "x")} {
+		if d, name, err := g.Parent(p); !errors.Is(err, ErrLink) {
+			t.Errorf("Parent(%s) = %v %q %v; want ErrLink", p, d, name, err)
+			if d != nil {
+				d.Close()
+			}
+		}
+	}
+	d, name, err := g.Parent(filepath.Join(base, "run", "gh"))
+	if err != nil || name != "gh" {
+		t.Fatalf("root's own link: %v %q", err, name)
+	}
+	defer d.Close()
+	var st, want unix.Stat_t
+	must(t, unix.Fstat(int(d.Fd()), &st))
+	must(t, unix.Stat(sys, &want))
+	if st.Ino != want.Ino || st.Dev != want.Dev {
+		t.Errorf("Parent through root's link is not the directory it names")
+	}
+	if _, _, err := g.Parent(filepath.Join(home, "missing", "gh")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing directory: %v", err)
+	}
+	// Without OthersUntrusted the caller's view is unchanged: links
+	// outside Untrusted are followed.
+	if d, _, err := (Guard{}).Parent(filepath.Join(home, ".config", "gh")); err != nil {
+		t.Errorf("without OthersUntrusted: %v", err)
+	} else {
+		d.Close()
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -24,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // StandInPrefix starts every stand-in, so that people and logs can tell
@@ -376,14 +378,17 @@ func SecretsOf(h http.Header, creds []*Credential) []Secret {
 
 // encodedForms are the forms of a real value that an upstream which
 // echoes what it got may hand back without the literal value in them:
-// percent-encoded (a redirect's Location, a query string) and base64 on
-// its own (padded or not, standard or URL alphabet), each with the same
-// form of the stand-in. Only forms that differ from the value are listed.
+// percent-encoded (a redirect's Location, a query string), base64 on its
+// own (padded or not, standard or URL alphabet), and quoted as Go's %q and
+// JSON write it (a value with a quote or a backslash; Go's HTTP parse
+// errors quote the line they could not read), each with the same form of
+// the stand-in. Only forms that differ from the value are listed.
 // An encoding of a longer text that holds the value (base64 depends on
 // where the value starts) is not caught: docs/credentials.md.
 func encodedForms(value, standIn string) []Secret {
 	forms := []func(string) string{url.QueryEscape, url.PathEscape,
-		func(s string) string { return lowerHex(url.QueryEscape(s)) }, func(s string) string { return lowerHex(url.PathEscape(s)) }}
+		func(s string) string { return lowerHex(url.QueryEscape(s)) }, func(s string) string { return lowerHex(url.PathEscape(s)) },
+		quoted}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 		forms = append(forms, func(s string) string { return enc.EncodeToString([]byte(s)) })
 	}
@@ -396,6 +401,13 @@ func encodedForms(value, standIn string) []Secret {
 		}
 	}
 	return out
+}
+
+// quoted is s as strconv.Quote (and so fmt's %q) writes it, without the
+// quotes around it.
+func quoted(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // lowerHex writes the hex digits of each %XX in lower case (%2f), as some
@@ -419,8 +431,20 @@ func toLower(c byte) byte {
 
 // Scrub puts the stand-ins back in place of the secrets in a header set (a
 // response's): an upstream that echoes a request's headers must not hand
-// the real value to the agent.
+// the real value to the agent. A header whose name holds a secret, in any
+// letter case (Go writes names in canonical case, so the value could not
+// be matched as it was), is dropped: a name is no place for a stand-in
+// either, and no answer the agent needs has such a header.
 func Scrub(h http.Header, secrets []Secret) {
+	for k := range h {
+		lower := strings.ToLower(k)
+		for _, s := range secrets {
+			if strings.Contains(lower, strings.ToLower(s.Value)) {
+				delete(h, k)
+				break
+			}
+		}
+	}
 	for _, vs := range h {
 		for i := range vs {
 			for _, s := range secrets {
@@ -536,13 +560,120 @@ func partialSuffix(b, v []byte) int {
 	return 0
 }
 
-// Redact replaces every real value in b with its stand-in (for text the
-// runner itself writes: a detail, a warning).
+// Redact replaces every real value in b, and each encoded form of it the
+// answers are scrubbed of, with the stand-in's (for text the runner
+// itself writes: a detail, a warning, a log line). The literal value is
+// matched in any letter case as well.
 func (s *Set) Redact(b []byte) []byte {
-	if s != nil {
-		for _, c := range s.list {
-			b = bytes.ReplaceAll(b, []byte(c.value), []byte(c.StandIn))
+	if s == nil {
+		return b
+	}
+	for _, c := range s.list {
+		b = redact(b, append([]Secret{{Value: c.value, StandIn: c.StandIn}}, c.forms...))
+	}
+	return b
+}
+
+// redact replaces each secret in b, the first one (the literal value) in
+// any letter case too.
+func redact(b []byte, secrets []Secret) []byte {
+	for i, sc := range secrets {
+		b = bytes.ReplaceAll(b, []byte(sc.Value), []byte(sc.StandIn))
+		if i == 0 {
+			b = replaceFold(b, sc.Value, sc.StandIn)
 		}
 	}
 	return b
+}
+
+// replaceFold replaces every occurrence of old in b, matched without
+// regard to ASCII letter case, with new.
+func replaceFold(b []byte, old, new string) []byte {
+	lower, o := bytes.ToLower(b), bytes.ToLower([]byte(old))
+	if len(lower) != len(b) || !bytes.Contains(lower, o) {
+		// No match (or a case mapping that changed lengths, which ASCII
+		// never does: then only the exact matches were replaced).
+		return b
+	}
+	var out []byte
+	for {
+		i := bytes.Index(lower, o)
+		if i < 0 {
+			return append(out, b...)
+		}
+		out = append(append(out, b[:i]...), new...)
+		b, lower = b[i+len(o):], lower[i+len(o):]
+	}
+}
+
+// RedactText is Redact for the proxy's own text about a request to
+// host:port (an upstream's error, which may quote its answer): the
+// secrets of that request (SecretsOf) become their stand-ins.
+func (i *Interceptor) RedactText(host string, port int, r *http.Request, text string) string {
+	secrets := SecretsOf(r.Header, i.Set.For(host, port))
+	if len(secrets) == 0 {
+		return text
+	}
+	// The literal values first, in any letter case.
+	for _, c := range i.Set.For(host, port) {
+		text = string(replaceFold([]byte(text), c.value, c.StandIn))
+	}
+	for _, sc := range secrets {
+		text = strings.ReplaceAll(text, sc.Value, sc.StandIn)
+	}
+	return string(i.Set.Redact([]byte(text)))
+}
+
+// The process's log (Go's net/http writes there: an answer that arrived on
+// an idle connection is quoted in it) carries no real value either while a
+// run's credentials are in use: RedactLogs makes the log's output redact
+// every registered Set.
+var logRedaction struct {
+	sync.Mutex
+	sets map[*Set]int
+	w    *redactingWriter
+}
+
+// RedactLogs redacts s's real values in every line of the process's log
+// (package log) until release is called. Several sets may be registered
+// at once (runs in one process); the log's output at the first call is
+// where the redacted lines go.
+func (s *Set) RedactLogs() (release func()) {
+	logRedaction.Lock()
+	defer logRedaction.Unlock()
+	if logRedaction.sets == nil {
+		logRedaction.sets = map[*Set]int{}
+	}
+	logRedaction.sets[s]++
+	if cur := log.Writer(); logRedaction.w == nil || cur != io.Writer(logRedaction.w) {
+		logRedaction.w = &redactingWriter{out: cur}
+		log.SetOutput(logRedaction.w)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			logRedaction.Lock()
+			defer logRedaction.Unlock()
+			if logRedaction.sets[s]--; logRedaction.sets[s] <= 0 {
+				delete(logRedaction.sets, s)
+			}
+		})
+	}
+}
+
+// redactingWriter is the log's output while RedactLogs is in use. The log
+// writes each line with one Write, so a value is never split between two.
+type redactingWriter struct{ out io.Writer }
+
+func (w *redactingWriter) Write(p []byte) (int, error) {
+	logRedaction.Lock()
+	b := p
+	for s := range logRedaction.sets {
+		b = s.Redact(b)
+	}
+	logRedaction.Unlock()
+	if _, err := w.out.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

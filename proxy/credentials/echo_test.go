@@ -185,3 +185,20 @@ func TestEncodedFormsAreScrubbed(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubDropsHeadersNamedWithTheKey: Go writes header names in
+// canonical case, so a key in a name cannot be matched as sent nor swapped
+// for the stand-in: the header goes, whatever the case, and the others
+// stay.
+func TestScrubDropsHeadersNamedWithTheKey(t *testing.T) {
+	_, c := echoCreds(t)
+	h := http.Header{}
+	h.Set(real, "x")                        // Sk-Real-0123456789
+	h.Set("X-"+real+"-Echo", "y")           // inside a longer name
+	h["sk-real-0123456789"] = []string{"z"} // as it was sent
+	h.Set("Content-Type", "text/plain")
+	Scrub(h, SecretsOf(nil, []*Credential{c}))
+	if len(h) != 1 || h.Get("Content-Type") != "text/plain" {
+		t.Errorf("headers after Scrub: %v", h)
+	}
+}

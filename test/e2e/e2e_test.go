@@ -82,7 +82,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	kubectl = filepath.Join(strings.TrimSpace(assets), "kubectl")
-	if _, err := script([]string{"KUBECONFIG=" + kubeconfig}, "hack/cluster-install.sh"); err != nil {
+	// Every run of the suite exports its trace to a real collector on the
+	// node bridge (the chart's telemetry.otlp), which TestTelemetry reads.
+	values, err := startCollector()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: OpenTelemetry Collector: %v\n", err)
+		return 1
+	}
+	defer collector.Stop()
+	if _, err := script([]string{"KUBECONFIG=" + kubeconfig, "HELM_VALUES=" + values}, "hack/cluster-install.sh"); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: install: %v\n", err)
 		return 1
 	}
@@ -153,6 +161,13 @@ func forward(t *testing.T, target string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	relay(ln, target)
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// relay copies every connection ln accepts to target and back, until ln
+// is closed.
+func relay(ln net.Listener, target string) {
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -174,7 +189,6 @@ func forward(t *testing.T, target string) int {
 			}()
 		}
 	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // agentRun is an AgentRun against a test's mock model: the API key comes
@@ -192,6 +206,8 @@ type agentRun struct {
 	// labels are the AgentRun's own labels (an AgentBudget's selector
 	// picks runs by them).
 	labels map[string]string
+	// annotations are the AgentRun's own annotations.
+	annotations map[string]string
 }
 
 func (a agentRun) manifest() string {
@@ -204,6 +220,12 @@ metadata:
 	if len(a.labels) > 0 {
 		b.WriteString("  labels:\n")
 		for k, v := range a.labels {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+	}
+	if len(a.annotations) > 0 {
+		b.WriteString("  annotations:\n")
+		for k, v := range a.annotations {
 			fmt.Fprintf(&b, "    %s: %q\n", k, v)
 		}
 	}

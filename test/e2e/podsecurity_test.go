@@ -17,15 +17,16 @@ import (
 
 // TestPodSecurityNamespaces: with the chart's defaults, an AgentRun
 // without podOverrides runs sandboxed, the network enforced, in a
-// namespace enforcing Pod Security "restricted" (which the strict admin
-// policy also guards) and in one enforcing "baseline"; the policy refuses
-// a forbidden spec with its message; a Pod the namespace refuses is
-// reported as PodRejected instead of a silent Pending.
+// namespace enforcing Pod Security "restricted" and in one enforcing
+// "baseline"; the admin policy, on by default in every namespace, refuses
+// what Pod Security accepts (an annotation on which a webhook would inject
+// a cloud token) with its message; a Pod the namespace refuses is reported
+// as PodRejected instead of a silent Pending.
 func TestPodSecurityNamespaces(t *testing.T) {
 	t.Parallel()
 	srv, port := startMock(t, mockmodel.Options{})
 	namespaces := map[string]map[string]string{
-		"e2e-restricted": {"pod-security.kubernetes.io/enforce": "restricted", "agentrun.dev/policy": "strict"},
+		"e2e-restricted": {"pod-security.kubernetes.io/enforce": "restricted"},
 		"e2e-baseline":   {"pod-security.kubernetes.io/enforce": "baseline"},
 	}
 	for ns, labels := range namespaces {
@@ -60,12 +61,12 @@ func TestPodSecurityNamespaces(t *testing.T) {
 	}
 	t.Run("the policy refuses a forbidden spec", func(t *testing.T) {
 		t.Parallel()
-		// The sample with any public address instead of the mock's, which
-		// the strict preset forbids.
-		m := claudeRun("full", "parallel", port).manifest()
-		full := m[:strings.Index(m, "  network:\n")] + "  network:\n    mode: Full\n"
-		out, err := kubeIn(strings.NewReader(full), "-n", "e2e-restricted", "apply", "-f", "-")
-		const want = "spec.network.mode Full (set, or the default) is not allowed by AgentRunPolicy agentrun-policy (namespace e2e-restricted)"
+		// The sample asking EKS's webhook for an AWS role: Pod Security
+		// "restricted" accepts the annotation, the default policy does not.
+		m := claudeRun("irsa", "parallel", port).manifest() +
+			"  podOverrides:\n    annotations:\n      eks.amazonaws.com/role-arn: arn:aws:iam::111122223333:role/admin\n"
+		out, err := kubeIn(strings.NewReader(m), "-n", "e2e-restricted", "apply", "-f", "-")
+		const want = "spec.podOverrides.annotations eks.amazonaws.com/role-arn is not allowed by AgentRunPolicy agentrun-policy (namespace e2e-restricted)"
 		if err == nil || !strings.Contains(out+err.Error(), want) {
 			t.Errorf("apply: %v\n%s\nwant a refusal with %q", err, out, want)
 		}

@@ -24,7 +24,11 @@ app.kubernetes.io/component: manager
 {{- end -}}
 
 {{- define "agentrun.runnerImage" -}}
-{{- .Values.runner.image | default (printf "%s:%s" .Values.runner.repository (.Values.runner.tag | default .Chart.AppVersion)) -}}
+{{- $image := .Values.runner.image | default (printf "%s:%s" .Values.runner.repository (.Values.runner.tag | default .Chart.AppVersion)) -}}
+{{- if .Values.runner.digest -}}
+{{- $image = printf "%s@%s" $image .Values.runner.digest -}}
+{{- end -}}
+{{- $image -}}
 {{- end -}}
 
 {{- /* The ValidatingAdmissionPolicy, its binding and the AgentRunPolicy share this name. */ -}}
@@ -33,14 +37,30 @@ app.kubernetes.io/component: manager
 {{- end -}}
 
 {{- /*
+The keys on which mutating webhooks inject credentials, identities or
+sidecars into a Pod, and the legacy profile annotations: the presets deny
+them as labels and as annotations (docs/security.md). The same list is in
+config/policy/agentrunpolicy.yaml (charts/charts_test.go compares them).
+*/ -}}
+{{- define "agentrun.injectingKeys" -}}
+{{- toJson (list "eks.amazonaws.com/*" "iam.amazonaws.com/*" "azure.workload.identity/*" "aadpodidbinding" "iam.gke.io/*" "vault.hashicorp.com/*" "sidecar.istio.io/*" "istio.io/*" "linkerd.io/*" "container.apparmor.security.beta.kubernetes.io/*" "container.seccomp.security.alpha.kubernetes.io/*" "seccomp.security.alpha.kubernetes.io/pod") -}}
+{{- end -}}
+
+{{- /*
 The AgentRunPolicy's spec: the preset's fields, then each field of
 policy.spec in its place (set, not merge, so that false, 0 and [] replace
-the preset's value too).
+the preset's value too). standard is the chart's default; strict adds no
+network mode full and a 2h timeout; custom starts empty.
 */ -}}
 {{- define "agentrun.policySpec" -}}
 {{- $spec := dict -}}
+{{- if has .Values.policy.preset (list "standard" "strict") -}}
+{{- $keys := include "agentrun.injectingKeys" . | fromJsonArray -}}
+{{- $spec = dict "allowedRuntimes" (list "claude-code" "codex" "pi") "allowedImages" (list (include "agentrun.runnerImage" .)) "allowSandboxNone" false "allowNetworkFull" true "allowedServiceAccounts" (list "default") "allowedLabels" (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/priority-class") "deniedLabels" $keys "deniedAnnotations" $keys "allowedSecrets" (list "*") "allowedConfigMaps" (list "*") "allowedVolumeClaims" (list "*") "deniedEnv" (list "PATH" "LD_*" "GCONV_PATH" "GODEBUG" "GOTRACEBACK" "SSL_CERT_FILE" "SSL_CERT_DIR" "TMPDIR" "HOME" "AGENTRUN_SANDBOX_*" "AGENTRUN_PROMPT") -}}
+{{- end -}}
 {{- if eq .Values.policy.preset "strict" -}}
-{{- $spec = dict "allowedRuntimes" (list "claude-code" "codex" "pi") "allowedImages" (list (include "agentrun.runnerImage" .)) "allowSandboxNone" false "allowNetworkFull" false "maxTimeout" "2h" "allowedServiceAccounts" (list "default") -}}
+{{- $_ := set $spec "allowNetworkFull" false -}}
+{{- $_ := set $spec "maxTimeout" "2h" -}}
 {{- end -}}
 {{- range $k, $v := .Values.policy.spec -}}
 {{- $_ := set $spec $k $v -}}
@@ -68,13 +88,18 @@ it: cpu=250m,memory=512Mi (sorted by name, as range gives them).
 {{- end -}}
 {{- join "," $items -}}
 {{- end }}
+{{- /* The namespace of the node profiles' installer (sandboxProfiles.namespace). */ -}}
+{{- define "agentrun.profilesNamespace" -}}
+{{- .Values.sandboxProfiles.namespace | default .Release.Namespace -}}
+{{- end -}}
+
 {{- /* The agent containers' seccomp profile with the sandbox (--sandbox-seccomp-profile). */ -}}
 {{- define "agentrun.sandboxSeccomp" -}}
 {{- $p := .Values.sandboxProfiles -}}
 {{- if $p.seccompProfile -}}
 {{- $p.seccompProfile -}}
 {{- else if eq $p.installer "security-profiles-operator" -}}
-{{- printf "localhost/operator/%s/agentrun-bwrap.json" .Release.Namespace -}}
+{{- printf "localhost/operator/%s/agentrun-bwrap.json" (include "agentrun.profilesNamespace" .) -}}
 {{- else -}}
 localhost/agentrun/bwrap.json
 {{- end -}}

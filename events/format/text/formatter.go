@@ -1,6 +1,7 @@
 package text
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -148,6 +149,9 @@ func (f *Formatter) Event(e events.Event) []Line {
 		if ShowResult(e.Result, f.lastMainText) {
 			out = ResultLines(*e.Result)
 		}
+		if e.Git != nil {
+			out = append(out, GitLine(e.Git))
+		}
 		return append(out, EndLine(e))
 	}
 	return nil
@@ -195,6 +199,39 @@ func EndLine(e *events.End) Line {
 	}
 	return Line{Label: "end", Text: JoinItems(e.Status+" "+FormatSeconds(e.DurationMs),
 		FormatUsage(e.Usage.TokenCounts), cost, session, detail)}
+}
+
+// GitLine is the [git] line before [end] of a run with --repo: the diff
+// stat, then where the change went (the branch and its head, the patch,
+// or why it was not published).
+func GitLine(g *events.Git) Line {
+	stat := "no change"
+	if g.HeadCommit != g.BaseCommit {
+		stat = fmt.Sprintf("%d %s changed, +%d -%d, %d %s", g.FilesChanged, noun(g.FilesChanged, "file", "files"),
+			g.Insertions, g.Deletions, g.Commits, noun(g.Commits, "commit", "commits"))
+	}
+	var where string
+	switch {
+	case g.Pushed && g.Branch != nil:
+		where = "pushed " + OneLine(*g.Branch) + " (" + shortID(g.HeadCommit) + ")"
+	case g.Patch != nil:
+		where = "patch " + OneLine(*g.Patch)
+	}
+	return Line{Label: "git", Text: JoinItems(stat, where, OneLine(g.Detail))}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func noun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // JoinWords joins the non-empty words with one space.
