@@ -34,13 +34,18 @@ func (p *pipeline) record(r records.Record) {
 type progress struct {
 	mainCalls int
 	tokens    int64
+	// modelSeen: the output shows a model at work (a call, tokens, a
+	// tool call), for the no-model note (modelwatch.go).
+	modelSeen bool
 }
 
 func (p *pipeline) line(b []byte) progress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.adapter.Translate(b, p.add)
-	return progress{mainCalls: p.agg.MainCalls(), tokens: p.agg.Tokens()}
+	pr := progress{mainCalls: p.agg.MainCalls(), tokens: p.agg.Tokens()}
+	pr.modelSeen = pr.mainCalls > 0 || pr.tokens > 0 || p.agg.Counters().Tools > 0
+	return pr
 }
 
 func (p *pipeline) close() {

@@ -73,6 +73,7 @@ func (r *run) run(ctx context.Context) *events.End {
 		}
 	}
 	r.watch(ctx)
+	r.watchModel()
 	r.consume()
 	return r.finish()
 }
@@ -110,6 +111,10 @@ type run struct {
 	id string
 	// repo is --repo's checkout, nil without.
 	repo *repo
+	// model watches for the first sign of a model request (modelwatch.go).
+	model modelWatch
+	// ending: end is being written (under pipe.mu); no [note] after it.
+	ending bool
 }
 
 // cloneRepo clones --repo into the workspace, before anything else.
@@ -259,6 +264,7 @@ func (r *run) start() *events.End {
 		ps.sandbox = p.iso.sandboxConfig(p.ws, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
+			r.model.access(a)
 			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
 		}
 	}
@@ -323,6 +329,7 @@ func (r *run) watch(ctx context.Context) {
 func (r *run) consume() {
 	o := r.o
 	onLine := func(pr progress) {
+		r.model.output(pr)
 		if o.MaxTurns > 0 && pr.mainCalls > o.MaxTurns {
 			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-turns %d reached: the main agent started model call %d", o.MaxTurns, pr.mainCalls))
 		}
@@ -358,6 +365,7 @@ func (r *run) finish() *events.End {
 		outcome.Git = r.repo.publish(outcome.Status, r.warn)
 	}
 	r.pipe.mu.Lock()
+	r.ending = true
 	end := r.agg.Finish(outcome)
 	r.pipe.mu.Unlock()
 	if m := end.Meter; m != nil && m.Unmetered > 0 {
