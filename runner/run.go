@@ -45,6 +45,10 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		r.started = time.Now()
 	}
 	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
+	if l, ok := out.(format.Live); ok {
+		// The text being written reaches the live view only.
+		r.agg.OnPartial(func(p events.Partial) { _ = l.Partial(p) })
+	}
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // Hand-written lines in the shape pi 0.73.1 writes (testdata/real has the
@@ -243,5 +244,27 @@ func TestLaunchRejects(t *testing.T) {
 		if _, err := New().Launch(s); err == nil {
 			t.Errorf("Launch(%+v): no error", s)
 		}
+	}
+}
+
+// TestTextDeltasArePartial: the text_delta updates of the real capture
+// of an interrupted slow answer become records.PartialText, for the live
+// view.
+func TestTextDeltasArePartial(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "real", "interrupt.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New()
+	var b strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		a.Translate([]byte(line), func(r records.Record) {
+			if p, ok := r.(records.PartialText); ok {
+				b.WriteString(p.Text)
+			}
+		})
+	}
+	if s := b.String(); !strings.HasPrefix(s, "slow slow ") || strings.Trim(s, "slow ") != "" {
+		t.Errorf("partial text %q", s)
 	}
 }

@@ -46,6 +46,17 @@ func (t *Tee) Event(e events.Event) error {
 	return t.each(func(r Renderer) error { return r.Event(e) })
 }
 
+// Partial passes p to every working renderer that shows partial text
+// (Live); the others never see it.
+func (t *Tee) Partial(p events.Partial) error {
+	return t.each(func(r Renderer) error {
+		if l, ok := r.(Live); ok {
+			return l.Partial(p)
+		}
+		return nil
+	})
+}
+
 // Err is the first error of each renderer that failed, joined; nil when
 // all work.
 func (t *Tee) Err() error { return errors.Join(t.failed...) }
