@@ -268,3 +268,25 @@ func TestTextDeltasArePartial(t *testing.T) {
 		t.Errorf("partial text %q", s)
 	}
 }
+
+// TestUnknownCostIsNull: pi's cost of 0 for a call that used tokens means
+// it knows no prices: unknown (null), not free; a real cost stays.
+func TestUnknownCostIsNull(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want *float64
+	}{
+		{`{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0}}`, nil},
+		{`{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.25}}`, events.Float64(0.25)},
+		{`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"cost":{"total":0}}`, events.Float64(0)},
+	} {
+		var u wireUsage
+		if err := json.Unmarshal([]byte(tt.line), &u); err != nil {
+			t.Fatal(err)
+		}
+		got := u.counts().CostUSD
+		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("%s: cost %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}
