@@ -301,7 +301,7 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 		if p.refusedLocal(ip, self) {
 			return deny(events.ReasonPrivateAddress)
 		}
-		explicit := p.explicitAddr(ip, port)
+		explicit := p.explicitAddr(ip, port) || p.localhostAddr(ip, port)
 		switch {
 		case explicit:
 			return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
@@ -312,16 +312,29 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 		}
 		return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
 	}
-	if !validName(host) || p.Mode == ModeCustom && !p.nameAllowed(host, port) {
-		return deny(events.ReasonNotAllowed)
-	}
 	if IsLoopbackName(host) {
-		// localhost is the loopback: allowed only where an entry names
-		// localhost with this very port (and the loopback is not refused).
-		if p.RefuseLocal || !p.namesPort("localhost", port) {
+		// localhost is the loopback, whatever a resolver says: allowed
+		// only where an entry names localhost, or the address, with this
+		// very port (and the loopback is not refused).
+		if p.RefuseLocal {
 			return deny(events.ReasonPrivateAddress)
 		}
-		return Decision{Allowed: true, Addrs: append([]netip.Addr{}, localhostAddrs...)}
+		var ok []netip.Addr
+		for _, a := range localhostAddrs {
+			if p.namesPort("localhost", port) || p.explicitAddr(a, port) {
+				ok = append(ok, a)
+			}
+		}
+		switch {
+		case len(ok) > 0:
+			return Decision{Allowed: true, Addrs: ok}
+		case p.Mode == ModeCustom && !p.nameAllowed(host, port):
+			return deny(events.ReasonNotAllowed)
+		}
+		return deny(events.ReasonPrivateAddress)
+	}
+	if !validName(host) || p.Mode == ModeCustom && !p.nameAllowed(host, port) {
+		return deny(events.ReasonNotAllowed)
 	}
 	addrs, err := res.Lookup(host)
 	if err != nil || len(addrs) == 0 {
@@ -370,6 +383,17 @@ func (p *Policy) namesPort(host string, port int) bool {
 	return false
 }
 
+// localhostAddr: a is what localhost means (127.0.0.1 or ::1) and an
+// entry names localhost with this port.
+func (p *Policy) localhostAddr(a netip.Addr, port int) bool {
+	for _, l := range localhostAddrs {
+		if a == l {
+			return p.namesPort("localhost", port)
+		}
+	}
+	return false
+}
+
 // AllowsLocal reports whether a connection to host:port (the loopback, as
 // a base URL names it: localhost or an address) is let through: an entry
 // names exactly it, and the loopback is not refused.
@@ -378,10 +402,10 @@ func (p *Policy) AllowsLocal(host string, port int) bool {
 		return false
 	}
 	if IsLoopbackName(host) {
-		return p.namesPort("localhost", port)
+		return p.namesPort("localhost", port) || p.explicitAddr(localhostAddrs[0], port) || p.explicitAddr(localhostAddrs[1], port)
 	}
 	a, ok := parseIPLiteral(strings.Trim(host, "[]"))
-	return ok && p.explicitAddr(a.Unmap(), port)
+	return ok && (p.explicitAddr(a.Unmap(), port) || p.localhostAddr(a.Unmap(), port))
 }
 
 // explicitAddr: an IP or CIDR allow entry names this address and port,

@@ -337,7 +337,14 @@ func TestDecideLocal(t *testing.T) {
 		{"localhost, another port", false, []string{"localhost:8099"}, "localhost", 8098, false, "not_allowed", nil},
 		{"localhost without a port opens nothing", false, []string{"localhost"}, "localhost", 443, false, "private_address", nil},
 		{"localhost in full mode", false, nil, "localhost", 8099, false, "private_address", nil},
-		{"localhost. with its port", false, []string{"localhost:8099"}, "localhost.", 8099, false, "not_allowed", nil},
+		{"localhost. with its port", false, []string{"localhost:8099"}, "localhost.", 8099, true, "", addrs("127.0.0.1", "::1")},
+		{"localhost by its address entry", false, []string{"127.0.0.1:8099"}, "localhost", 8099, true, "", addrs("127.0.0.1")},
+		{"localhost by its address entry, another port", false, []string{"127.0.0.1:8099"}, "localhost", 8098, false, "not_allowed", nil},
+		{"127.0.0.1 by the localhost entry", false, []string{"localhost:8099"}, "127.0.0.1", 8099, true, "", addrs("127.0.0.1")},
+		{"::1 by the localhost entry", false, []string{"localhost:8099"}, "::1", 8099, true, "", addrs("::1")},
+		{"127.0.0.2 by the localhost entry", false, []string{"localhost:8099"}, "127.0.0.2", 8099, false, "not_allowed", nil},
+		{"2130706433 by the localhost entry", false, []string{"localhost:8099"}, "2130706433", 8098, false, "not_allowed", nil},
+		{"pod: localhost by its address entry", true, []string{"127.0.0.1:8099"}, "localhost", 8099, false, "private_address", nil},
 		{"127.0.0.1 with its port", false, []string{"127.0.0.1:8099"}, "127.0.0.1", 8099, true, "", addrs("127.0.0.1")},
 		{"[::1] with its port", false, []string{"[::1]:8099"}, "::1", 8099, true, "", addrs("::1")},
 		{"127.0.0.1, another port", false, []string{"127.0.0.1:8099"}, "127.0.0.1", 22, false, "not_allowed", nil},
@@ -382,9 +389,9 @@ func TestAllowsLocal(t *testing.T) {
 		port int
 		want bool
 	}{
-		{"localhost", 8099, true}, {"LOCALHOST", 8099, true}, {"localhost", 8100, false},
-		{"127.0.0.1", 8100, true}, {"127.0.0.1", 8099, false}, {"[::1]", 8101, true}, {"::1", 8101, true},
-		{"mock.test", 8102, false},
+		{"localhost", 8099, true}, {"LOCALHOST", 8099, true}, {"localhost", 8100, true}, {"localhost", 8101, true}, {"localhost", 8102, false},
+		{"127.0.0.1", 8100, true}, {"127.0.0.1", 8099, true}, {"127.0.0.1", 8101, false}, {"[::1]", 8101, true}, {"::1", 8101, true},
+		{"127.0.0.2", 8099, false}, {"mock.test", 8102, false},
 	} {
 		if got := p.AllowsLocal(tt.host, tt.port); got != tt.want {
 			t.Errorf("AllowsLocal(%s, %d) = %v", tt.host, tt.port, got)
