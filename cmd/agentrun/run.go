@@ -32,6 +32,9 @@ from a file (no size limit of the argument list applies to either).
 reader (| tee) dies with Ctrl-C. Exit codes: 0 finished, 1 failed, 2 rejected,
 3 limit, 5 output lost (--raw or --events could not be written), 124 timeout,
 130 interrupted.
+A model on this machine: its base URL on the loopback with --env and exactly
+its host:port with --allow-host, e.g. --env ANTHROPIC_BASE_URL=http://127.0.0.1:8099
+--allow-host 127.0.0.1:8099 (docs/local.md, "A model on this machine").
 `
 
 func runCmd(args []string, stdin, stdout, stderr *os.File) int {

@@ -107,6 +107,9 @@ var loopbackCLIs = []loopbackCLI{
 	{"pi", piModel, "AGENTRUN_PI_BIN", piBin, func(base string) []string {
 		return []string{"OPENAI_API_KEY=test-key", "AGENTRUN_MODEL_RETRIES=1", "OPENAI_BASE_URL=" + base + "/v1"}
 	}},
+	{"dsh", dshModel, "AGENTRUN_DSH_BIN", dshBin, func(base string) []string {
+		return []string{"DEEPSEEK_API_KEY=test-key", "AGENTRUN_MODEL_RETRIES=1", "DEEPSEEK_BASE_URL=" + base + "/v1"}
+	}},
 }
 
 func (c loopbackCLI) args(t *testing.T, base, ws string, extra ...string) []string {
@@ -118,7 +121,7 @@ func (c loopbackCLI) args(t *testing.T, base, ws string, extra ...string) []stri
 }
 
 // TestLoopbackModel: the obvious command reaches a model on this
-// machine's loopback for every real CLI: the base URL on 127.0.0.1 (or
+// machine's loopback for every real CLI (claude-code, codex, pi, dsh): the base URL on 127.0.0.1 (or
 // localhost) with --env, that host and port allowed with --allow-host.
 // Without the entry the run says at once why it cannot (a [note] and a
 // network event, and the CLI fails on the proxy's 403 instead of retrying
@@ -165,10 +168,9 @@ func TestLoopbackModel(t *testing.T) {
 			if n := r.network(); len(n) == 0 || n[0] != addr+" refused private_address" {
 				t.Errorf("refused: network events %q, want %s refused private_address", n, addr)
 			}
-			note := "[note] OPENAI_BASE_URL points at " + addr
-			if c.runtime == "claude-code" {
-				note = "[note] ANTHROPIC_BASE_URL points at " + addr
-			}
+			vars := c.env("")
+			baseVar, _, _ := strings.Cut(vars[len(vars)-1], "=")
+			note := "[note] " + baseVar + " points at " + addr
 			if !strings.Contains(r.text, note+" on the loopback, which inside the sandbox is the sandbox's own: the proxy refuses it. Pass --allow-host "+addr) {
 				t.Errorf("refused: no %q in\n%s", note, r.text)
 			}
