@@ -208,6 +208,9 @@ type agentRun struct {
 	labels map[string]string
 	// annotations are the AgentRun's own annotations.
 	annotations map[string]string
+	// promptConfigMap, when set, takes the prompt from this ConfigMap's
+	// key "prompt" instead of prompt.
+	promptConfigMap string
 }
 
 func (a agentRun) manifest() string {
@@ -229,13 +232,17 @@ metadata:
 			fmt.Fprintf(&b, "    %s: %q\n", k, v)
 		}
 	}
+	prompt := fmt.Sprintf("text: %q", a.prompt)
+	if a.promptConfigMap != "" {
+		prompt = fmt.Sprintf("configMapKeyRef: {name: %s, key: prompt}", a.promptConfigMap)
+	}
 	fmt.Fprintf(&b, `spec:
   runtime: %s
   model: %s
   prompt:
-    text: %q
+    %s
   timeout: %s
-`, a.runtime, a.model, a.prompt, a.timeout)
+`, a.runtime, a.model, prompt, a.timeout)
 	if a.credential {
 		fmt.Fprintf(&b, `  credentials:
     - name: %s
