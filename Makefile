@@ -3,19 +3,22 @@
 
 GO ?= go
 BIN := bin
+# The commit `agentrun --version` prints (the go command records none in a git worktree).
+COMMIT := $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; echo $$c; })
+LDFLAGS := -X github.com/agentrun-dev/agentrun/internal/version.Commit=$(COMMIT)
 
 .PHONY: all build kubectl-agentrun plugin-release setup test test-unit test-clis-latest fuzz bench bench-ui ui-build demo-local lint fmt generate manifests docs envtest otel-collector demo demo-down test-e2e
 
 all: build
 
 build: kubectl-agentrun
-	$(GO) build -o $(BIN)/agentrun ./cmd/agentrun
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/agentrun ./cmd/agentrun
 	$(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
 	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
 
 ## kubectl-agentrun: the kubectl plugin (`kubectl agentrun` once bin/kubectl-agentrun is on PATH).
 kubectl-agentrun:
-	$(GO) build -o $(BIN)/kubectl-agentrun ./cmd/kubectl-agentrun
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-agentrun ./cmd/kubectl-agentrun
 
 ## plugin-release: the plugin's release tarballs and krew manifest in dist/ (VERSION=vX.Y.Z).
 plugin-release:

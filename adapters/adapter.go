@@ -75,6 +75,10 @@ type Verdict struct {
 	// Detail is the runtime's own error message when Failed, or "" when it
 	// gave none (the runner then falls back to the end of stderr).
 	Detail string
+	// Unfinished: the output stops before the runtime's end of the turn
+	// (its result line), and Detail says so in words for a live run ("...
+	// exited without a result"); a replay words it for a saved file.
+	Unfinished bool
 }
 
 // Emit receives the records of one line.

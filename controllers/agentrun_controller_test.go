@@ -218,10 +218,13 @@ func TestJobAndPodShape(t *testing.T) {
 	agent := pod.Containers[0]
 	args := strings.Join(agent.Args, " ")
 	for _, want := range []string{"--events /agentrun/events.jsonl", "--summary /dev/termination-log", "--model claude-sonnet-5-5",
-		"--max-turns 20", "--timeout 3600", "--pass-env ANTHROPIC_API_KEY", "-- say hi"} {
+		"--max-turns 20", "--timeout 3600", "--pass-env ANTHROPIC_API_KEY", "--prompt-file " + podcontract.PromptFile + " --"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("agent args lack %q: %s", want, args)
 		}
+	}
+	if job.Spec.Template.Annotations[AnnotationPrompt] != "say hi" {
+		t.Errorf("the Pod's prompt annotation %q, want the prompt", job.Spec.Template.Annotations[AnnotationPrompt])
 	}
 	if strings.Contains(args, "anthropic") {
 		t.Errorf("a secret reference leaked into the arguments: %s", args)

@@ -140,8 +140,9 @@ func TestCRDValidation(t *testing.T) {
 			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
 		}, ""},
 		{"empty prompt text", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To("") }, "spec.prompt.text"},
-		{"prompt longer than one argument", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To(strings.Repeat("测", 50000)) },
-			"prompt.text is longer than 131000 bytes"},
+		{"prompt longer than one argument (150 KB)", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To(strings.Repeat("测", 50000)) }, ""},
+		{"prompt longer than a Pod annotation carries", func(s *v1alpha1.AgentRunSpec) { s.Prompt.Text = ptr.To(strings.Repeat("测", 70000)) },
+			"prompt.text is longer than 196608 bytes (192 KiB, what a Pod annotation can carry): put a longer prompt in a ConfigMap"},
 		{"timeout", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "45m" }, ""},
 		{"timeout zero", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "0s" }, "timeout must be between 1s and 168h"},
 		{"timeout too long", func(s *v1alpha1.AgentRunSpec) { s.Timeout = "200h" }, "timeout must be between 1s and 168h"},

@@ -3,7 +3,7 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
+	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -50,10 +50,15 @@ const (
 	sessionsVolume   = "sessions"
 	imagesVolume     = "images"
 	upstreamCAVolume = "upstream-ca"
-	// promptEnv carries a prompt from a ConfigMap or Secret; the kubelet
-	// expands $(AGENTRUN_PROMPT) in the argument list.
-	promptEnv = "AGENTRUN_PROMPT"
+	// promptVolume holds the prompt as a file (--prompt-file): a command
+	// line argument, or a variable, is bounded at 128 KiB.
+	promptVolume = "prompt"
 )
+
+// AnnotationPrompt carries spec.prompt.text on the Pod, from where a
+// downward API volume makes it the prompt file; a prompt from a ConfigMap
+// or Secret is projected from there.
+const AnnotationPrompt = "agentrun.dev/prompt"
 
 // runnerUID is the runner image's non-root user. bubblewrap needs no
 // capability as a non-root user (docs/kubernetes/pod-security.md, "What
@@ -158,6 +163,12 @@ func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
 	if _, id := runTrace(run, cfg.Telemetry); id != "" {
 		annotations[AnnotationTraceID] = id
 	}
+	// The Pod's annotations also carry the prompt text, for the prompt
+	// file; the Job's own do not need it.
+	podAnnotations := maps.Clone(annotations)
+	if t := spec.Prompt.Text; t != nil {
+		podAnnotations[AnnotationPrompt] = *t
+	}
 	timeout := timeoutOf(spec)
 	deadline := int64((timeout + deadlineMargin) / time.Second)
 	_, queued := labels[KueueQueueLabel]
@@ -188,7 +199,7 @@ func BuildJob(run *v1alpha1.AgentRun, cfg JobConfig) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: annotations,
+					Annotations: podAnnotations,
 					Finalizers:  []string{HarvestFinalizer},
 				},
 				Spec: buildPodSpec(run, cfg),
@@ -238,10 +249,6 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 	for _, c := range spec.Credentials {
 		env = append(env, corev1.EnvVar{Name: c.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: c.ValueFrom.SecretKeyRef.DeepCopy()}})
 	}
-	if p := spec.Prompt; p.ConfigMapKeyRef != nil || p.SecretKeyRef != nil {
-		src := &corev1.EnvVarSource{ConfigMapKeyRef: p.ConfigMapKeyRef, SecretKeyRef: p.SecretKeyRef}
-		env = append(env, corev1.EnvVar{Name: promptEnv, ValueFrom: src})
-	}
 
 	// After spec.env, so that these win (the CRD refuses them there).
 	env = append(env, telemetryEnv(run, cfg.Telemetry)...)
@@ -261,7 +268,7 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 		Image:                    image,
 		ImagePullPolicy:          pull,
 		Command:                  []string{"agentrun"},
-		Args:                     agentArgs(flags, spec),
+		Args:                     agentArgs(flags),
 		Env:                      env,
 		EnvFrom:                  spec.EnvFrom,
 		WorkingDir:               podcontract.WorkspaceDir,
@@ -540,6 +547,9 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 		mounts = append(mounts, corev1.VolumeMount{Name: upstreamCAVolume, MountPath: podcontract.UpstreamCADir, ReadOnly: true})
 	}
 
+	vols = append(vols, promptSource(spec.Prompt))
+	mounts = append(mounts, corev1.VolumeMount{Name: promptVolume, MountPath: podcontract.PromptDir, ReadOnly: true})
+
 	var sources []corev1.VolumeProjection
 	for i, img := range spec.Images {
 		switch {
@@ -563,6 +573,25 @@ func volumes(spec v1alpha1.AgentRunSpec) ([]corev1.Volume, []corev1.VolumeMount)
 	return vols, mounts
 }
 
+// promptSource is the volume that holds the prompt file: the text from the
+// Pod's annotation, or the ConfigMap or Secret key.
+func promptSource(p v1alpha1.PromptSource) corev1.Volume {
+	file := path.Base(podcontract.PromptFile)
+	v := corev1.Volume{Name: promptVolume}
+	switch {
+	case p.ConfigMapKeyRef != nil:
+		v.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: p.ConfigMapKeyRef.LocalObjectReference,
+			Items: []corev1.KeyToPath{{Key: p.ConfigMapKeyRef.Key, Path: file}}, Optional: p.ConfigMapKeyRef.Optional}
+	case p.SecretKeyRef != nil:
+		v.Secret = &corev1.SecretVolumeSource{SecretName: p.SecretKeyRef.Name,
+			Items: []corev1.KeyToPath{{Key: p.SecretKeyRef.Key, Path: file}}, Optional: p.SecretKeyRef.Optional}
+	default:
+		v.DownwardAPI = &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{Path: file,
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationPrompt + "']"}}}}
+	}
+	return v
+}
+
 // imageFile keeps the key (and so its extension) under a directory per
 // position, so two images with the same key do not collide.
 func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
@@ -570,29 +599,21 @@ func imageFile(i int, key string) string { return strconv.Itoa(i) + "/" + key }
 // AgentArgs are the arguments of `agentrun` in the agent container: the
 // runner's flags (podcontract.RunFlags) made from the spec. Secrets never
 // appear here: API keys reach the runner as environment variables from
-// Secret references, and a prompt from a ConfigMap or Secret as
-// $(AGENTRUN_PROMPT), which the kubelet expands. The kubelet expands
-// $(NAME) in every argument, so literal values escape "$" as "$$".
-func AgentArgs(spec v1alpha1.AgentRunSpec) []string { return agentArgs(RunFlags(spec), spec) }
+// Secret references, and the prompt is a file (--prompt-file). The kubelet
+// expands $(NAME) in every argument, so literal values escape "$" as "$$".
+func AgentArgs(spec v1alpha1.AgentRunSpec) []string { return agentArgs(RunFlags(spec)) }
 
-// agentArgs renders f, spec's prompt after it.
-func agentArgs(f podcontract.RunFlags, spec v1alpha1.AgentRunSpec) []string {
-	var prompt string
-	if t := spec.Prompt.Text; t != nil {
-		prompt = literal(*t)
-	} else {
-		prompt = fmt.Sprintf("$(%s)", promptEnv)
-	}
-	f.Prompt = ""
+// agentArgs renders f, escaped for the kubelet.
+func agentArgs(f podcontract.RunFlags) []string {
 	a := f.Args()
 	for i := range a {
 		a[i] = literal(a[i])
 	}
-	return append(a, prompt)
+	return a
 }
 
-// RunFlags is the runner's command line for spec, its prompt as written
-// (AgentArgs escapes it for the kubelet).
+// RunFlags is the runner's command line for spec (AgentArgs escapes it for
+// the kubelet).
 func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 	network := spec.NetworkOrDefault()
 	f := podcontract.RunFlags{
@@ -605,6 +626,8 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 		Cwd:         podcontract.WorkspaceDir,
 		Timeout:     timeoutOf(spec),
 		NoSubagents: spec.Subagents != nil && !*spec.Subagents,
+		PromptFile:  podcontract.PromptFile,
+		InPod:       true,
 		SandboxFlags: podcontract.SandboxFlags{
 			Sandbox: spec.SandboxOrDefault().Flag(),
 			Network: network.Mode.Flag(),
@@ -615,9 +638,6 @@ func RunFlags(spec v1alpha1.AgentRunSpec) podcontract.RunFlags {
 			AllowHosts:  network.AllowHosts,
 			DenyRead:    spec.DenyRead,
 		},
-	}
-	if t := spec.Prompt.Text; t != nil {
-		f.Prompt = *t
 	}
 	if l := spec.Limits; l != nil {
 		if l.MaxTurns != nil {

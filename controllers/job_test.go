@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +37,7 @@ func newRun(name string, edit func(*v1alpha1.AgentRunSpec)) *v1alpha1.AgentRun {
 }
 
 // fixed are the arguments every run starts with.
-var fixed = []string{"run", "--runtime", "claude-code", "--format", "jsonl", "--events", "/agentrun/events.jsonl",
+var fixed = []string{"run", "--in-pod", "--runtime", "claude-code", "--format", "jsonl", "--events", "/agentrun/events.jsonl",
 	"--summary", "/dev/termination-log", "--raw", "/agentrun/raw.jsonl", "--cwd", "/workspace", "--writable-git"}
 
 func TestAgentArgs(t *testing.T) {
@@ -44,7 +46,7 @@ func TestAgentArgs(t *testing.T) {
 		edit func(*v1alpha1.AgentRunSpec)
 		want []string // after the fixed arguments
 	}{
-		{"defaults", nil, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "fix the failing test"}},
+		{"defaults", nil, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--prompt-file", "/agentrun-prompt/prompt", "--"}},
 		{"everything", func(s *v1alpha1.AgentRunSpec) {
 			s.Model = "claude-sonnet-5-5"
 			s.Timeout = "90s"
@@ -68,26 +70,20 @@ func TestAgentArgs(t *testing.T) {
 			"--deny-read", "/etc/secret", "--pass-env", "ANTHROPIC_API_KEY", "--pass-env", "GH_*", "--pass-env", "*",
 			"--session-dir", "/sessions", "--resume", "abc-123",
 			"--image", "/workspace/shots/a.png", "--image", "/agentrun-images/1/b.jpg", "--image", "/agentrun-images/2/c.webp",
-			"--", "fix the failing test"}},
+			"--prompt-file", "/agentrun-prompt/prompt", "--"}},
 		{"credentials", func(s *v1alpha1.AgentRunSpec) {
 			s.Credentials = []v1alpha1.Credential{{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com:443", "http://gw.internal:8080"},
 				ValueFrom: v1alpha1.CredentialSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: "anthropic"}}}}
 			s.UpstreamCA = &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gw-ca"}, Key: "ca.crt"}
 		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full",
 			"--credential", "ANTHROPIC_API_KEY=api.anthropic.com:443,http://gw.internal:8080", "--upstream-ca", "/agentrun-upstream-ca/ca.pem",
-			"--meter-file", "/agentrun/meter.json", "--", "fix the failing test"}},
-		{"prompt from a Secret", func(s *v1alpha1.AgentRunSpec) {
-			s.Prompt = v1alpha1.PromptSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}}
-		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "$(AGENTRUN_PROMPT)"}},
-		{"dollars are not expanded by the kubelet", func(s *v1alpha1.AgentRunSpec) {
-			s.Prompt.Text = ptr.To("echo $(HOME) costs $5 $$")
-		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "echo $$(HOME) costs $$5 $$$$"}},
-		{"a prompt that looks like a flag", func(s *v1alpha1.AgentRunSpec) {
-			s.Prompt.Text = ptr.To("--help me")
-		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "--help me"}},
+			"--meter-file", "/agentrun/meter.json", "--prompt-file", "/agentrun-prompt/prompt", "--"}},
+		{"a dollar in a value is not expanded by the kubelet", func(s *v1alpha1.AgentRunSpec) {
+			s.Model = "m$(HOME)$"
+		}, []string{"--timeout", "3600", "--model", "m$$(HOME)$$", "--sandbox", "bubblewrap", "--network", "full", "--prompt-file", "/agentrun-prompt/prompt", "--"}},
 		{"unset defaults", func(s *v1alpha1.AgentRunSpec) {
 			s.Timeout, s.Sandbox, s.Network, s.Subagents = "", "", nil, nil
-		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--", "fix the failing test"}},
+		}, []string{"--timeout", "3600", "--sandbox", "bubblewrap", "--network", "full", "--prompt-file", "/agentrun-prompt/prompt", "--"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,14 +250,12 @@ func TestBuildJobWithoutSandbox(t *testing.T) {
 	if agent.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || agent.SecurityContext.AppArmorProfile != nil {
 		t.Errorf("without the sandbox the agent keeps the default profiles: %+v", agent.SecurityContext)
 	}
-	var prompt *corev1.EnvVar
-	for i := range agent.Env {
-		if agent.Env[i].Name == promptEnv {
-			prompt = &agent.Env[i]
-		}
+	if v := volume(job, promptVolume); v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "task" ||
+		!reflect.DeepEqual(v.ConfigMap.Items, []corev1.KeyToPath{{Key: "prompt", Path: "prompt"}}) {
+		t.Fatalf("the prompt file must come from the ConfigMap: %+v", v)
 	}
-	if prompt == nil || prompt.ValueFrom.ConfigMapKeyRef.Name != "task" {
-		t.Fatalf("the prompt must come from the ConfigMap through %s: %+v", promptEnv, agent.Env)
+	if _, ok := job.Spec.Template.Annotations[AnnotationPrompt]; ok {
+		t.Error("a prompt from a ConfigMap is no annotation")
 	}
 	var images *corev1.Volume
 	for i, v := range job.Spec.Template.Spec.Volumes {
@@ -271,6 +265,77 @@ func TestBuildJobWithoutSandbox(t *testing.T) {
 	}
 	if images == nil || images.Projected.Sources[0].ConfigMap.Items[0].Path != "0/a.png" {
 		t.Fatalf("images volume: %+v", images)
+	}
+}
+
+// volume is the Pod's volume called name, or nil.
+func volume(job *batchv1.Job, name string) *corev1.Volume {
+	for i, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return &job.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// TestPromptIsAFile: the runner reads the prompt from --prompt-file, which
+// a read-only volume projects from the text (through the Pod's
+// annotation), the ConfigMap or the Secret; never from an argument or a
+// variable, which are bounded at 128 KiB.
+func TestPromptIsAFile(t *testing.T) {
+	secret := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "p"}, Key: "k"}
+	for _, tt := range []struct {
+		name   string
+		prompt v1alpha1.PromptSource
+		check  func(*batchv1.Job, *corev1.Volume) string
+	}{
+		{"text, dollars and a leading dash kept as written", v1alpha1.PromptSource{Text: ptr.To("--help me: echo $(HOME) costs $5 $$")},
+			func(job *batchv1.Job, v *corev1.Volume) string {
+				if got := job.Spec.Template.Annotations[AnnotationPrompt]; got != "--help me: echo $(HOME) costs $5 $$" {
+					return "annotation " + got
+				}
+				if _, ok := job.Annotations[AnnotationPrompt]; ok {
+					return "the Job's own annotations carry the prompt"
+				}
+				if d := v.DownwardAPI; d == nil || len(d.Items) != 1 || d.Items[0].Path != "prompt" ||
+					d.Items[0].FieldRef.FieldPath != "metadata.annotations['agentrun.dev/prompt']" {
+					return fmt.Sprintf("downward API volume %+v", v)
+				}
+				return ""
+			}},
+		{"Secret", v1alpha1.PromptSource{SecretKeyRef: secret}, func(job *batchv1.Job, v *corev1.Volume) string {
+			if v.Secret == nil || v.Secret.SecretName != "p" || !reflect.DeepEqual(v.Secret.Items, []corev1.KeyToPath{{Key: "k", Path: "prompt"}}) {
+				return fmt.Sprintf("secret volume %+v", v)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := BuildJob(newRun("r", func(s *v1alpha1.AgentRunSpec) { s.Prompt = tt.prompt }), JobConfig{RunnerImage: "runner:1"})
+			agent := job.Spec.Template.Spec.Containers[0]
+			v := volume(job, promptVolume)
+			if v == nil {
+				t.Fatal("no prompt volume")
+			}
+			if msg := tt.check(job, v); msg != "" {
+				t.Error(msg)
+			}
+			var mounted bool
+			for _, m := range agent.VolumeMounts {
+				mounted = mounted || m.Name == promptVolume && m.MountPath == podcontract.PromptDir && m.ReadOnly
+			}
+			if !mounted {
+				t.Errorf("the prompt volume is not mounted read-only at %s: %+v", podcontract.PromptDir, agent.VolumeMounts)
+			}
+			if n := len(agent.Args); agent.Args[n-3] != "--prompt-file" || agent.Args[n-2] != podcontract.PromptFile || agent.Args[n-1] != "--" {
+				t.Errorf("args end %q", agent.Args[n-3:])
+			}
+			for _, e := range agent.Env {
+				if e.Name == "AGENTRUN_PROMPT" {
+					t.Errorf("the prompt is a variable: %+v", e)
+				}
+			}
+		})
 	}
 }
 

@@ -60,7 +60,9 @@ tarball() {
   local version=$1 os=${2%/*} arch=${2#*/} dir=$3 stage
   check_version "$version"
   stage=$(mktemp -d)
-  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" \
+  # `kubectl agentrun version` prints the release's version and commit.
+  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+    -ldflags "-s -w -X github.com/agentrun-dev/agentrun/internal/version.Version=${version#v} -X github.com/agentrun-dev/agentrun/internal/version.Commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
     -o "$stage/kubectl-agentrun" ./cmd/kubectl-agentrun)
   cp "$root/LICENSE" "$stage/LICENSE"
   tar -C "$stage" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - LICENSE kubectl-agentrun |

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -73,11 +75,11 @@ func (k *kubeFlags) connect(e *Env) (*kube, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.rules, &k.overrides)
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, err
+		return nil, noCluster(err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, err
+		return nil, noCluster(err)
 	}
 	// The API server's warnings (deprecations, say) reach the user as
 	// kubectl shows them, not controller-runtime's log.
@@ -91,6 +93,26 @@ func (k *kubeFlags) connect(e *Env) (*kube, error) {
 		return nil, err
 	}
 	return &kube{cfg: cfg, c: c, ns: ns, logs: logs}, nil
+}
+
+// noClusterError: the kubeconfig does not give a cluster to talk to.
+type noClusterError struct{ msg string }
+
+func (e noClusterError) Error() string { return e.msg }
+
+// noCluster words an error of loading the kubeconfig as what to do
+// (client-go's own empty-config message suggests KUBERNETES_MASTER, a
+// variable kubectl no longer reads).
+func noCluster(err error) error {
+	if clientcmd.IsEmptyConfig(err) {
+		where := "KUBECONFIG is unset and ~/.kube/config does not exist"
+		if v := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); v != "" {
+			where = fmt.Sprintf("KUBECONFIG=%s names no readable kubeconfig", v)
+		}
+		return noClusterError{"no cluster to talk to: no kubeconfig was found (" + where + ", and this is not a Pod). " +
+			"Pass --kubeconfig FILE or set KUBECONFIG to the file kubectl uses, or give --server URL with --token or the certificate flags"}
+	}
+	return noClusterError{fmt.Sprintf("cannot load the kubeconfig: %v. Fix the file, or pass another one with --kubeconfig FILE or KUBECONFIG", strings.TrimSpace(err.Error()))}
 }
 
 // LogSource opens a container's log. The real one reads pods/log through

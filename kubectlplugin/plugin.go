@@ -47,10 +47,13 @@ type Env struct {
 }
 
 // Exit codes of the plugin's own failures. `run` exits with the run's
-// outcome instead (runExitCodes).
+// outcome instead (runExitCodes), so exitNoCluster is none of those.
 const (
 	exitError = 1 // the API server refused, the run or its log is not there
 	exitUsage = 2 // bad flags or arguments
+	// exitNoCluster: no cluster to talk to (no kubeconfig, or one that
+	// does not load); nothing was sent.
+	exitNoCluster = 4
 )
 
 // runExitCodes map a run's end status to the exit code of `agentrun run`
@@ -75,6 +78,7 @@ Usage:
   kubectl agentrun ui [-n NS | -A] [--port P] [--address 127.0.0.1] [--no-open] [--trace-url URL]
   kubectl agentrun diff NAME [--stat]
   kubectl agentrun release [-n NS | -A]
+  kubectl agentrun version [-o text|json]
 
 kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --server, ...)
 work with every verb. Run "kubectl agentrun VERB -h" for the flags of a verb.
@@ -96,6 +100,7 @@ var verbs = map[string]func(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *
 	"ui":      uiCmd,
 	"diff":    diffCmd,
 	"release": releaseCmd,
+	"version": versionCmd,
 }
 
 // Main runs one `kubectl agentrun` command line and returns its exit code.
@@ -119,6 +124,9 @@ func (e Env) Main(ctx context.Context, args []string) int {
 	root.SetInterspersed(false)
 	root.SetOutput(io.Discard)
 	newKubeFlags().bind(root)
+	if len(args) > 0 && args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	if err := root.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprint(e.Stdout, usageText)
@@ -132,7 +140,8 @@ func (e Env) Main(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := root.Arg(0)
-	if name == "help" {
+	switch name {
+	case "help":
 		fmt.Fprint(e.Stdout, usageText)
 		return 0
 	}
@@ -178,9 +187,14 @@ func usageError(e *Env, fs *pflag.FlagSet, format string, a ...any) int {
 	return exitUsage
 }
 
-// fail reports an error of a verb and returns exitError.
+// fail reports an error of a verb and returns exitError, or exitNoCluster
+// when there is no cluster to talk to.
 func fail(e *Env, fs *pflag.FlagSet, err error) int {
 	fmt.Fprintf(e.Stderr, "%s: %s\n", fs.Name(), strings.TrimSpace(err.Error()))
+	var nc noClusterError
+	if errors.As(err, &nc) {
+		return exitNoCluster
+	}
 	return exitError
 }
 

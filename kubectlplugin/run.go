@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -63,10 +64,11 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 	}
 	run.Spec.Prompt.Text = &s.Prompt
 	if s.Timeout != "" {
-		if d, err := time.ParseDuration(s.Timeout); err != nil || d <= 0 {
-			return nil, fmt.Errorf("--timeout %q: a duration such as 30m or 2h", s.Timeout)
+		timeout, err := specDuration(s.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("--timeout %q: seconds (300) or a duration (30m, 2h), more than 0", s.Timeout)
 		}
-		run.Spec.Timeout = s.Timeout
+		run.Spec.Timeout = timeout
 	}
 	if s.TTL != "" {
 		if d, err := time.ParseDuration(s.TTL); err != nil || d < 0 {
@@ -117,6 +119,23 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 		run.Labels[k] = v
 	}
 	return run, nil
+}
+
+// specDuration is a length of time as the spec writes it (a Go duration),
+// from whole seconds ("300", what `agentrun run --timeout` takes too) or a
+// duration ("30m"); more than zero.
+func specDuration(v string) (string, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 || n > int64(math.MaxInt64/int64(time.Second)) {
+			return "", errors.New("not a positive number of seconds")
+		}
+		return (time.Duration(n) * time.Second).String(), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return "", errors.New("not a positive duration")
+	}
+	return v, nil
 }
 
 // network is spec.network from the flags, nil when they set none (the
@@ -199,7 +218,7 @@ func runCmd(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args 
 	fs.StringVar(&s.Model, "model", "", "the model (default: the runtime's)")
 	promptFile := fs.StringP("prompt-file", "f", "", "read the prompt from this file (- is stdin) instead of the argument")
 	fs.StringVar(&s.Name, "name", "", "the AgentRun's name (default: generated, RUNTIME-xxxxx)")
-	fs.StringVar(&s.Timeout, "timeout", "", "end the run with status timeout after this long (30m, 2h; default the CRD's 1h)")
+	fs.StringVar(&s.Timeout, "timeout", "", "end the run with status timeout after this long: seconds (300) or a duration (30m, 2h); default the CRD's 1h")
 	fs.StringVar(&s.TTL, "ttl", "", "remove the run's Job and Pod (and its event log) this long after the end; the AgentRun stays")
 	fs.Int32Var(&s.MaxTurns, "max-turns", 0, "end the run with status limit after this many model calls of the main agent")
 	fs.Int64Var(&s.MaxTokens, "max-tokens", 0, "end the run with status limit after this many tokens")

@@ -49,6 +49,12 @@ func TestBuild(t *testing.T) {
 			}
 			return ""
 		}},
+		{"timeout in plain seconds, as agentrun run takes it", func(s *runSpec) { s.Timeout = "300" }, func(r *v1alpha1.AgentRun) string {
+			if r.Spec.Timeout != "5m0s" {
+				return "timeout " + r.Spec.Timeout + ", want 5m0s"
+			}
+			return ""
+		}},
 		{"network none", func(s *runSpec) { s.Network = "none" }, func(r *v1alpha1.AgentRun) string {
 			if r.Spec.Network.Mode != v1alpha1.NetworkNone {
 				return "mode not none"
@@ -102,7 +108,8 @@ func TestBuildRejects(t *testing.T) {
 	}{
 		{"no runtime", func(s *runSpec) { s.Runtime = "" }, "--runtime is required"},
 		{"blank prompt", func(s *runSpec) { s.Prompt = " \n" }, "the prompt is empty"},
-		{"timeout", func(s *runSpec) { s.Timeout = "30" }, `--timeout "30": a duration such as 30m`},
+		{"timeout", func(s *runSpec) { s.Timeout = "half an hour" }, `--timeout "half an hour": seconds (300) or a duration (30m, 2h)`},
+		{"zero timeout", func(s *runSpec) { s.Timeout = "0" }, `--timeout "0": seconds (300) or a duration (30m, 2h), more than 0`},
 		{"negative timeout", func(s *runSpec) { s.Timeout = "-1m" }, `--timeout "-1m"`},
 		{"ttl not a duration", func(s *runSpec) { s.TTL = "1 day" }, `--ttl "1 day": a duration such as 1h`},
 		{"negative ttl", func(s *runSpec) { s.TTL = "-5m" }, `--ttl "-5m": a duration such as 1h`},

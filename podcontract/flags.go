@@ -90,7 +90,14 @@ type RunFlags struct {
 	NewTraceID   string
 	SandboxFlags
 	GitFlags
-	// Prompt is the one argument after the flags.
+	// InPod (--in-pod) says the runner runs in an agent Pod, which the
+	// controller sets: the Pod's loopback holds its own servers (the
+	// events sidecar's progress), so no allow entry opens it to the agent.
+	InPod bool
+	// PromptFile (--prompt-file) holds the prompt, instead of the argument
+	// (a Pod's prompt is a file: an argument is bounded at 128 KiB).
+	PromptFile string
+	// Prompt is the one argument after the flags ("-": read it from stdin).
 	Prompt string
 }
 
@@ -185,6 +192,8 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.UpstreamCA, "upstream-ca", "", "verify the TLS certificates of the credential hosts and of --repo with this PEM bundle instead of the system's roots")
 	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export the run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
 	fs.StringVar(&f.NewTraceID, "trace-id", "", "with telemetry: the new trace's id, 32 hex digits (the controller's; TRACEPARENT wins)")
+	fs.StringVar(&f.PromptFile, "prompt-file", "", "read the prompt from this file instead of the argument")
+	fs.BoolVar(&f.InPod, "in-pod", false, "the runner runs in an agent Pod (the controller sets it): the loopback stays refused to the agent whatever --allow-host says")
 	f.SandboxFlags.Register(fs)
 	f.GitFlags.Register(fs)
 }
@@ -195,6 +204,7 @@ func (f *RunFlags) Register(fs *flag.FlagSet) {
 // stays a prompt) and the prompt when there is one.
 func (f RunFlags) Args() []string {
 	a := argList{"run"}
+	a.flag("in-pod", f.InPod)
 	a.str("runtime", f.Runtime)
 	a.str("format", f.Format)
 	a.str("events", f.EventsPath)
@@ -225,6 +235,7 @@ func (f RunFlags) Args() []string {
 	a.str("otlp-endpoint", f.OTLPEndpoint)
 	a.str("trace-id", f.NewTraceID)
 	f.GitFlags.args(&a)
+	a.str("prompt-file", f.PromptFile)
 	a = append(a, "--")
 	if f.Prompt != "" {
 		a = append(a, f.Prompt)

@@ -35,6 +35,10 @@ const (
 	// ImagesDir holds images projected from ConfigMaps and Secrets, one
 	// directory per position in spec.images.
 	ImagesDir = "/agentrun-images"
+	// PromptDir holds PromptFile, the prompt (--prompt-file) projected
+	// from spec.prompt: the text, a ConfigMap key or a Secret key.
+	PromptDir  = "/agentrun-prompt"
+	PromptFile = PromptDir + "/prompt"
 	// UpstreamCADir holds UpstreamCAFile, the bundle of spec.upstreamCA.
 	UpstreamCADir  = "/agentrun-upstream-ca"
 	UpstreamCAFile = UpstreamCADir + "/ca.pem"

@@ -176,6 +176,51 @@ type Policy struct {
 	// NewPolicy reads them from the interfaces, again when older than a few
 	// seconds; nil means none.
 	Self func() []netip.Addr
+	// RefuseLocal refuses the loopback, the unspecified address and the
+	// host's own addresses whatever the allow entries say: in a Pod they
+	// hold agentrun's own servers (the events sidecar), never a model.
+	// Off, an entry that names one opens exactly its port (a model on
+	// this machine's 127.0.0.1:8099, on the local command).
+	RefuseLocal bool
+}
+
+// localhostAddrs are what the name localhost means (RFC 6761), in the
+// order they are dialled; the resolver is not asked, so /etc/hosts cannot
+// make it mean another host.
+var localhostAddrs = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+
+// IsLoopbackName reports whether host is the name localhost, which
+// always means the loopback.
+func IsLoopbackName(host string) bool {
+	return strings.TrimSuffix(strings.ToLower(host), ".") == "localhost"
+}
+
+// IsLocal reports whether a reaches this host itself: the loopback and
+// the unspecified address (a connection to 0.0.0.0 lands on the
+// loopback), in any form that embeds an IPv4 address.
+func IsLocal(a netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	if v4, ok := embeddedIPv4(a); ok {
+		a = v4
+	}
+	return a.IsLoopback() || a.IsUnspecified() || a.Is4() && a.As4()[0] == 0
+}
+
+// refusedLocal: RefuseLocal holds and a is the loopback, unspecified or
+// one of the host's own addresses.
+func (p *Policy) refusedLocal(a netip.Addr, self []netip.Addr) bool {
+	if !p.RefuseLocal {
+		return false
+	}
+	if IsLocal(a) {
+		return true
+	}
+	for _, s := range self {
+		if s.WithZone("") == a.Unmap().WithZone("") {
+			return true
+		}
+	}
+	return false
 }
 
 // NewPolicy builds a policy from --network and --allow-host values. Any
@@ -257,7 +302,10 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 	self := p.self()
 	if ip, ok := parseIPLiteral(host); ok {
 		ip = ip.Unmap()
-		explicit := p.explicitAddr(ip, port)
+		if p.refusedLocal(ip, self) {
+			return deny(events.ReasonPrivateAddress)
+		}
+		explicit := p.explicitAddr(ip, port) || p.localhostAddr(ip, port)
 		switch {
 		case explicit:
 			return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
@@ -267,6 +315,27 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 			return deny(events.ReasonPrivateAddress)
 		}
 		return Decision{Allowed: true, Addrs: []netip.Addr{ip}}
+	}
+	if IsLoopbackName(host) {
+		// localhost is the loopback, whatever a resolver says: allowed
+		// only where an entry names localhost, or the address, with this
+		// very port (and the loopback is not refused).
+		if p.RefuseLocal {
+			return deny(events.ReasonPrivateAddress)
+		}
+		var ok []netip.Addr
+		for _, a := range localhostAddrs {
+			if p.namesPort("localhost", port) || p.explicitAddr(a, port) {
+				ok = append(ok, a)
+			}
+		}
+		switch {
+		case len(ok) > 0:
+			return Decision{Allowed: true, Addrs: ok}
+		case p.Mode == ModeCustom && !p.nameAllowed(host, port):
+			return deny(events.ReasonNotAllowed)
+		}
+		return deny(events.ReasonPrivateAddress)
 	}
 	if !validName(host) || p.Mode == ModeCustom && !p.nameAllowed(host, port) {
 		return deny(events.ReasonNotAllowed)
@@ -278,6 +347,9 @@ func (p *Policy) Decide(host string, port int, res Resolver) Decision {
 	var ok []netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
+		if p.refusedLocal(a, self) {
+			continue
+		}
 		if !isPrivate(a, self) || p.explicitAddr(a, port) {
 			ok = append(ok, a)
 		}
@@ -302,6 +374,42 @@ func (p *Policy) nameAllowed(host string, port int) bool {
 		}
 	}
 	return false
+}
+
+// namesPort: an exact-name entry names host with this port (not the
+// default ports a name without one gets).
+func (p *Policy) namesPort(host string, port int) bool {
+	for _, r := range p.Rules {
+		if r.Name == host && r.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// localhostAddr: a is what localhost means (127.0.0.1 or ::1) and an
+// entry names localhost with this port.
+func (p *Policy) localhostAddr(a netip.Addr, port int) bool {
+	for _, l := range localhostAddrs {
+		if a == l {
+			return p.namesPort("localhost", port)
+		}
+	}
+	return false
+}
+
+// AllowsLocal reports whether a connection to host:port (the loopback, as
+// a base URL names it: localhost or an address) is let through: an entry
+// names exactly it, and the loopback is not refused.
+func (p *Policy) AllowsLocal(host string, port int) bool {
+	if p.Mode == ModeNone || p.RefuseLocal {
+		return false
+	}
+	if IsLoopbackName(host) {
+		return p.namesPort("localhost", port) || p.explicitAddr(localhostAddrs[0], port) || p.explicitAddr(localhostAddrs[1], port)
+	}
+	a, ok := parseIPLiteral(strings.Trim(host, "[]"))
+	return ok && (p.explicitAddr(a.Unmap(), port) || p.localhostAddr(a.Unmap(), port))
 }
 
 // explicitAddr: an IP or CIDR allow entry names this address and port,

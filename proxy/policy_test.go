@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +308,97 @@ func TestParseAddHost(t *testing.T) {
 	}
 	if _, _, err := ParseAddHost("nohost"); err == nil {
 		t.Error("accepted a bad --add-host")
+	}
+}
+
+// TestDecideLocal: the loopback opens only where an entry names it with
+// its port (localhost by name, which the resolver is not asked about),
+// and never with RefuseLocal (a Pod's runner), whatever the entries say,
+// nor the host's own addresses there.
+func TestDecideLocal(t *testing.T) {
+	res := staticResolver{
+		"localhost":       addrs("10.9.9.9"), // a hosts file that lies is not asked
+		"mock-model.test": addrs("127.0.0.1"),
+		"api.example.com": addrs("93.184.216.34"),
+		"pod.test":        addrs("10.1.2.3"),
+	}
+	self := addrs("10.1.2.3")
+	tests := []struct {
+		name    string
+		pod     bool
+		allow   []string
+		host    string
+		port    int
+		allowed bool
+		reason  string
+		dial    []netip.Addr
+	}{
+		{"localhost with its port", false, []string{"localhost:8099"}, "localhost", 8099, true, "", addrs("127.0.0.1", "::1")},
+		{"localhost, another port", false, []string{"localhost:8099"}, "localhost", 8098, false, "not_allowed", nil},
+		{"localhost without a port opens nothing", false, []string{"localhost"}, "localhost", 443, false, "private_address", nil},
+		{"localhost in full mode", false, nil, "localhost", 8099, false, "private_address", nil},
+		{"localhost. with its port", false, []string{"localhost:8099"}, "localhost.", 8099, true, "", addrs("127.0.0.1", "::1")},
+		{"localhost by its address entry", false, []string{"127.0.0.1:8099"}, "localhost", 8099, true, "", addrs("127.0.0.1")},
+		{"localhost by its address entry, another port", false, []string{"127.0.0.1:8099"}, "localhost", 8098, false, "not_allowed", nil},
+		{"127.0.0.1 by the localhost entry", false, []string{"localhost:8099"}, "127.0.0.1", 8099, true, "", addrs("127.0.0.1")},
+		{"::1 by the localhost entry", false, []string{"localhost:8099"}, "::1", 8099, true, "", addrs("::1")},
+		{"127.0.0.2 by the localhost entry", false, []string{"localhost:8099"}, "127.0.0.2", 8099, false, "not_allowed", nil},
+		{"2130706433 by the localhost entry", false, []string{"localhost:8099"}, "2130706433", 8098, false, "not_allowed", nil},
+		{"pod: localhost by its address entry", true, []string{"127.0.0.1:8099"}, "localhost", 8099, false, "private_address", nil},
+		{"127.0.0.1 with its port", false, []string{"127.0.0.1:8099"}, "127.0.0.1", 8099, true, "", addrs("127.0.0.1")},
+		{"[::1] with its port", false, []string{"[::1]:8099"}, "::1", 8099, true, "", addrs("::1")},
+		{"127.0.0.1, another port", false, []string{"127.0.0.1:8099"}, "127.0.0.1", 22, false, "not_allowed", nil},
+		{"pod: 127.0.0.1 named exactly", true, []string{"127.0.0.1:8788"}, "127.0.0.1", 8788, false, "private_address", nil},
+		{"pod: localhost named exactly", true, []string{"localhost:8788"}, "localhost", 8788, false, "private_address", nil},
+		{"pod: a name routed to the loopback", true, []string{"mock-model.test:8788", "127.0.0.1:8788"}, "mock-model.test", 8788, false, "private_address", nil},
+		{"pod: 0.0.0.0", true, []string{"0.0.0.0:8788"}, "0.0.0.0", 8788, false, "private_address", nil},
+		{"pod: mapped loopback", true, []string{"127.0.0.0/8:8788"}, "::ffff:127.0.0.1", 8788, false, "private_address", nil},
+		{"pod: 2130706433", true, []string{"127.0.0.1:8788"}, "2130706433", 8788, false, "private_address", nil},
+		{"pod: its own address, named by a CIDR", true, []string{"10.0.0.0/8:8788"}, "10.1.2.3", 8788, false, "private_address", nil},
+		{"pod: its own address by name", true, []string{"pod.test:8788", "10.0.0.0/8:8788"}, "pod.test", 8788, false, "private_address", nil},
+		{"pod: another private address named", true, []string{"10.0.0.0/8:8788"}, "10.4.5.6", 8788, true, "", addrs("10.4.5.6")},
+		{"pod: public", true, nil, "api.example.com", 443, true, "", addrs("93.184.216.34")},
+		{"local: its own address named", false, []string{"10.0.0.0/8:8788"}, "10.1.2.3", 8788, true, "", addrs("10.1.2.3")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPolicy("", tt.allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Self = func() []netip.Addr { return self }
+			p.RefuseLocal = tt.pod
+			d := p.Decide(tt.host, tt.port, res)
+			if d.Allowed != tt.allowed || d.Reason != tt.reason {
+				t.Fatalf("Decide(%s:%d) = %+v, want allowed=%v reason=%q", tt.host, tt.port, d, tt.allowed, tt.reason)
+			}
+			if tt.dial != nil && !slices.Equal(d.Addrs, tt.dial) {
+				t.Errorf("dials %v, want %v", d.Addrs, tt.dial)
+			}
+		})
+	}
+}
+
+func TestAllowsLocal(t *testing.T) {
+	p, err := NewPolicy("", []string{"localhost:8099", "127.0.0.1:8100", "[::1]:8101", "mock.test:8102"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"localhost", 8099, true}, {"LOCALHOST", 8099, true}, {"localhost", 8100, true}, {"localhost", 8101, true}, {"localhost", 8102, false},
+		{"127.0.0.1", 8100, true}, {"127.0.0.1", 8099, true}, {"127.0.0.1", 8101, false}, {"[::1]", 8101, true}, {"::1", 8101, true},
+		{"127.0.0.2", 8099, false}, {"mock.test", 8102, false},
+	} {
+		if got := p.AllowsLocal(tt.host, tt.port); got != tt.want {
+			t.Errorf("AllowsLocal(%s, %d) = %v", tt.host, tt.port, got)
+		}
+	}
+	p.RefuseLocal = true
+	if p.AllowsLocal("127.0.0.1", 8100) || p.AllowsLocal("localhost", 8099) {
+		t.Error("RefuseLocal still allows the loopback")
 	}
 }

@@ -107,7 +107,7 @@ func BenchmarkStreamTranslate(b *testing.B) {
 	b.ResetTimer()
 	var first float64
 	for i := 0; i < b.N; i++ {
-		if err := pipe.consume(bytes.NewReader(block), nil, nil, func(string) {}); err != nil {
+		if err := pipe.consume(bytes.NewReader(block), nil, nil, func(string) {}, true); err != nil {
 			b.Fatal(err)
 		}
 		if i == 0 {

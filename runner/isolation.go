@@ -30,6 +30,8 @@ type isolation struct {
 	// gitProtected: the repositories are read-only (no --writable-git).
 	gitProtected bool
 	maxProcs     int
+	// local are the agent's base URLs on the loopback (loopback.go).
+	local []localURL
 }
 
 func defaultSandbox() string {
@@ -187,7 +189,7 @@ func (i *isolation) notes(sessionDir, cwd string) []string {
 	if !i.sandboxed() {
 		return []string{NoSandboxNote}
 	}
-	out := append([]string{}, i.git.Notes...)
+	out := append(i.localNotes(), i.git.Notes...)
 	if sessionDir != "" && within(sessionDirAbs(sessionDir), cwd) {
 		out = append(out, fmt.Sprintf("--session-dir %s is inside the working directory. The agent can read and change the saved sessions", sessionDir))
 	}
@@ -281,7 +283,7 @@ func (i *isolation) withNoProxy(env []string) []string {
 	var keep []string
 	seen := map[string]bool{}
 	for _, e := range entries {
-		if seen[e] || i.allowsHost(e) {
+		if seen[e] || i.allowsHost(e) || i.leadsToLocalURL(e) {
 			continue
 		}
 		seen[e] = true

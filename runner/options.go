@@ -8,6 +8,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +31,9 @@ type Options struct {
 	// Started is when agentrun began parsing its command line, where
 	// end.duration_ms counts from (the time of Run when zero).
 	Started time.Time
+	// OutputLost, when set, learns of each output of the run that could
+	// not be written (a --raw write failed); the run itself goes on.
+	OutputLost func(error)
 	// TraceID is the run's OpenTelemetry trace id when it exports
 	// telemetry (start.trace_id and the end summary); "" without.
 	TraceID string
@@ -61,14 +65,58 @@ func (r rejection) Error() string { return r.msg }
 
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
 
+// MaxPrompt bounds a prompt from stdin or --prompt-file: far above any
+// task (a ConfigMap holds at most 1 MiB), it keeps a runaway pipe from
+// filling the runner's memory.
+const MaxPrompt = 16 << 20
+
+// ReadPrompt reads a prompt from r (stdin, for the prompt "-"), at most
+// MaxPrompt bytes.
+func ReadPrompt(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxPrompt+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxPrompt {
+		return "", fmt.Errorf("the prompt is longer than %d MiB", MaxPrompt>>20)
+	}
+	return string(b), nil
+}
+
+// readPromptFile reads --prompt-file, not through a link an agent planted
+// in the workspace cwd.
+func readPromptFile(path, cwd string) (string, error) {
+	b, err := FilesFor(cwd).ReadFile(path, MaxPrompt)
+	switch {
+	case errors.Is(err, safefile.ErrTooLarge):
+		return "", reject("--prompt-file %s is longer than %d MiB: shorten the prompt, or have the agent read a file in its workspace", path, MaxPrompt>>20)
+	case errors.Is(err, fs.ErrNotExist):
+		return "", reject("--prompt-file %s: no such file; pass the path of the file that holds the prompt", path)
+	case err != nil:
+		return "", reject("--prompt-file %s: %v; pass a readable file that holds the prompt", path, errCause(err))
+	}
+	return string(b), nil
+}
+
 // prepare validates o without touching the runtime.
 func prepare(o Options) (_ *prepared, err error) {
 	rt, err := adapters.Lookup(o.Runtime)
 	if err != nil {
 		return nil, reject("--runtime: %v; pass one of %s", err, strings.Join(adapters.Names(), ", "))
 	}
+	if o.PromptFile != "" {
+		if o.Prompt != "" {
+			return nil, reject("--prompt-file %s and a prompt argument: give the prompt once, in the file or as the argument", o.PromptFile)
+		}
+		if o.Prompt, err = readPromptFile(o.PromptFile, o.Cwd); err != nil {
+			return nil, err
+		}
+	}
 	if strings.TrimSpace(o.Prompt) == "" {
-		return nil, reject("no prompt: pass the prompt as the last argument, for example: agentrun run --runtime %s \"fix the failing test\"", o.Runtime)
+		if o.PromptFile != "" {
+			return nil, reject("--prompt-file %s is empty: write the task into it", o.PromptFile)
+		}
+		return nil, reject("no prompt: pass the prompt as the last argument, - to read it from stdin, or --prompt-file FILE, for example: agentrun run --runtime %s \"fix the failing test\"", o.Runtime)
 	}
 	switch {
 	case o.Timeout < 0:
@@ -88,6 +136,14 @@ func prepare(o Options) (_ *prepared, err error) {
 		}
 	}()
 	p.runtime = rt
+	p.iso.local = localURLs(p.env)
+	if o.InPod {
+		// A Pod's loopback and own addresses hold agentrun's servers.
+		p.iso.policy.RefuseLocal = true
+		if err := refuseLocalInPod(p.iso, o.AddHosts); err != nil {
+			return nil, err
+		}
+	}
 	files := p.files()
 	for _, img := range o.Images {
 		f, err := files.Open(img)

@@ -34,13 +34,18 @@ func (p *pipeline) record(r records.Record) {
 type progress struct {
 	mainCalls int
 	tokens    int64
+	// modelSeen: the output shows a model at work (a call, tokens, a
+	// tool call), for the no-model note (modelwatch.go).
+	modelSeen bool
 }
 
 func (p *pipeline) line(b []byte) progress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.adapter.Translate(b, p.add)
-	return progress{mainCalls: p.agg.MainCalls(), tokens: p.agg.Tokens()}
+	pr := progress{mainCalls: p.agg.MainCalls(), tokens: p.agg.Tokens()}
+	pr.modelSeen = pr.mainCalls > 0 || pr.tokens > 0 || p.agg.Counters().Tools > 0
+	return pr
 }
 
 func (p *pipeline) close() {
@@ -51,8 +56,21 @@ func (p *pipeline) close() {
 
 // consume reads raw output to EOF: every byte goes to raw (when set) as it
 // was read, every line to the adapter. onLine runs after each line with the
-// run's progress; warn receives one line about each skipped oversize line.
-func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), warn func(string)) error {
+// run's progress; warn receives one line about each skipped oversize line,
+// which says where the line is kept: in raw, when there is one (a live
+// run), else in the input itself (a replay, replaying says so).
+func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), warn func(string), replay bool) error {
+	kept := "; it is not kept (no --raw)"
+	switch {
+	case replay:
+		kept = ""
+	case raw != nil:
+		kept = "; it is kept in --raw"
+	}
+	what := "an output"
+	if replay {
+		what = "an input"
+	}
 	if raw != nil {
 		r = io.TeeReader(r, raw)
 	}
@@ -62,7 +80,7 @@ func (p *pipeline) consume(r io.Reader, raw io.Writer, onLine func(progress), wa
 		var tooLong errLineTooLong
 		switch {
 		case errors.As(err, &tooLong):
-			warn(fmt.Sprintf("skipped a %d-byte output line (over the %d MiB limit); it is kept in --raw", tooLong.size, MaxLine>>20))
+			warn(fmt.Sprintf("skipped %s line of %d bytes (over the %d MiB limit)%s", what, tooLong.size, MaxLine>>20, kept))
 			continue
 		case errors.Is(err, io.EOF) || isDeadline(err):
 			return nil

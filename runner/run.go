@@ -45,6 +45,10 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		r.started = time.Now()
 	}
 	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
+	if l, ok := out.(format.Live); ok {
+		// The text being written reaches the live view only.
+		r.agg.OnPartial(func(p events.Partial) { _ = l.Partial(p) })
+	}
 	end := r.run(ctx)
 	if o.SummaryPath != "" {
 		// The end summary goes where a Pod's termination message is read.
@@ -52,7 +56,7 @@ func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) 
 		s.Isolation = r.isolation()
 		s.TraceID = o.TraceID
 		if err := WriteSummary(FilesFor(o.Cwd), o.SummaryPath, s); err != nil {
-			r.warn(fmt.Sprintf("--summary %s: %v", o.SummaryPath, err))
+			r.outputLost(errors.New(CreateError("--summary", o.SummaryPath, err)))
 		}
 	}
 	return end
@@ -73,6 +77,7 @@ func (r *run) run(ctx context.Context) *events.End {
 		}
 	}
 	r.watch(ctx)
+	r.watchModel()
 	r.consume()
 	return r.finish()
 }
@@ -110,6 +115,10 @@ type run struct {
 	id string
 	// repo is --repo's checkout, nil without.
 	repo *repo
+	// model watches for the first sign of a model request (modelwatch.go).
+	model modelWatch
+	// ending: end is being written (under pipe.mu); no [note] after it.
+	ending bool
 }
 
 // cloneRepo clones --repo into the workspace, before anything else.
@@ -220,10 +229,12 @@ func (r *run) build() *events.End {
 	if o.RawPath != "" {
 		f, err := r.p.files().Create(o.RawPath, 0o600)
 		if err != nil {
-			return r.end(events.StatusRejected, fmt.Sprintf("--raw %s: %v; pass a writable file path", o.RawPath, err))
+			return r.end(events.StatusRejected, CreateError("--raw", o.RawPath, err))
 		}
 		closers = append(closers, func() { f.Close() })
-		r.raw = f
+		r.raw = &keptWriter{w: f, onErr: func(written int64, err error) {
+			r.outputLost(fmt.Errorf("--raw %s: %v after %d bytes: the raw output is incomplete from there on; the run and its events go on", o.RawPath, errCause(err), written))
+		}}
 	}
 	return nil
 }
@@ -257,6 +268,7 @@ func (r *run) start() *events.End {
 		ps.sandbox = p.iso.sandboxConfig(p.ws, r.stateDir, r.bin)
 		ps.policy, ps.resolver = p.iso.policy, p.iso.resolver
 		ps.onAccess = func(a proxy.Access) {
+			r.model.access(a)
 			r.pipe.record(records.Network{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, Suppressed: a.Suppressed})
 		}
 	}
@@ -284,11 +296,11 @@ func (r *run) start() *events.End {
 	}
 	r.agg.Start(&events.Start{Runtime: o.Runtime, Sandbox: p.iso.mode, Network: p.iso.network(),
 		DenyRead: p.iso.startDenyRead(), Model: events.StringOrNil(o.Model), Cwd: p.cwd,
-		Argv: displayArgv(r.launch.Argv, o.Prompt), Env: p.envNames(), Credentials: p.creds.names(),
+		Argv: displayArgv(r.launch.Argv, r.spec.Prompt), Env: p.envNames(), Credentials: p.creds.names(),
 		TraceID: o.TraceID})
 	r.pipe.mu.Unlock()
 	if !r.launch.EchoesPrompt {
-		r.pipe.record(records.Prompt{Text: o.Prompt, Images: o.Images})
+		r.pipe.record(records.Prompt{Text: r.spec.Prompt, Images: o.Images})
 	}
 	return nil
 }
@@ -321,6 +333,7 @@ func (r *run) watch(ctx context.Context) {
 func (r *run) consume() {
 	o := r.o
 	onLine := func(pr progress) {
+		r.model.output(pr)
 		if o.MaxTurns > 0 && pr.mainCalls > o.MaxTurns {
 			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-turns %d reached: the main agent started model call %d", o.MaxTurns, pr.mainCalls))
 		}
@@ -328,7 +341,7 @@ func (r *run) consume() {
 			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens used", o.MaxTokens, pr.tokens))
 		}
 	}
-	if err := r.pipe.consume(r.proc.stdout, r.raw, onLine, r.warn); err != nil {
+	if err := r.pipe.consume(r.proc.stdout, r.raw, onLine, r.warn, false); err != nil {
 		r.warn(fmt.Sprintf("reading %s output: %v", o.Runtime, err))
 	}
 }
@@ -356,6 +369,7 @@ func (r *run) finish() *events.End {
 		outcome.Git = r.repo.publish(outcome.Status, r.warn)
 	}
 	r.pipe.mu.Lock()
+	r.ending = true
 	end := r.agg.Finish(outcome)
 	r.pipe.mu.Unlock()
 	if m := end.Meter; m != nil && m.Unmetered > 0 {

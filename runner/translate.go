@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // TranslateOptions is one `agentrun translate`.
@@ -40,12 +42,29 @@ func Translate(o TranslateOptions, in io.Reader, out format.Renderer, stderr io.
 		r.Replay(adapters.LaunchSpec{Model: o.Model})
 	}
 	pipe := newPipeline(adapter, agg)
+	translated, noOutput := 0, false
+	pipe.add = func(r records.Record) { translated++; agg.Add(r) }
+	lines := 0
 	warn := func(msg string) { fmt.Fprintf(stderr, "[agentrun] %s\n", msg) }
-	readErr := pipe.consume(in, nil, nil, warn)
+	readErr := pipe.consume(in, nil, func(progress) { lines++ }, warn, true)
 	pipe.close()
 	v := adapter.Verdict(adapters.Exit{Code: o.ExitCode})
 	outcome := aggregator.Outcome{Status: events.StatusFinished, ExitCode: &o.ExitCode, Started: started}
-	if v.Failed {
+	switch {
+	case translated == 0:
+		// Nothing in the input is the runtime's: another runtime's
+		// output, the event stream itself, or no output at all.
+		outcome.Status = events.StatusFailed
+		read := fmt.Sprintf("%d lines read", lines)
+		if lines == 1 {
+			read = "1 line read"
+		}
+		outcome.Detail = fmt.Sprintf("the input holds no %s output that agentrun knows (%s): pass the --raw file of a %s run, and --runtime of the CLI that wrote it", o.Runtime, read, o.Runtime)
+		noOutput = true
+	case v.Failed && v.Unfinished:
+		outcome.Status = events.StatusFailed
+		outcome.Detail = fmt.Sprintf("the saved %s output stops before the end of its turn: the run was stopped or crashed, or the file is cut short", o.Runtime)
+	case v.Failed:
 		outcome.Status, outcome.Detail = events.StatusFailed, v.Detail
 		if outcome.Detail == "" {
 			outcome.Detail = fmt.Sprintf("%s failed with exit code %d and no error message", o.Runtime, o.ExitCode)
@@ -55,5 +74,20 @@ func Translate(o TranslateOptions, in io.Reader, out format.Renderer, stderr io.
 		outcome.Status, outcome.Detail = events.StatusFailed, fmt.Sprintf("reading the raw output: %v", readErr)
 	}
 	end := agg.Finish(outcome)
-	return end, agg.Err()
+	if err := agg.Err(); err != nil {
+		return end, err
+	}
+	if noOutput {
+		return end, noOutputError{outcome.Detail}
+	}
+	return end, nil
 }
+
+// ErrNoOutput is Translate's error for an input with none of the
+// runtime's output in it; the stream is complete, and its end says so.
+var ErrNoOutput = errors.New("no output of the runtime in the input")
+
+type noOutputError struct{ detail string }
+
+func (e noOutputError) Error() string        { return e.detail }
+func (e noOutputError) Is(target error) bool { return target == ErrNoOutput }

@@ -441,6 +441,12 @@ func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
 		c.usage = mergeUsage(c.usage, ev.Usage)
 		c.outputFinal = ev.Usage.OutputTokens != nil
 		emit(records.CallUsage{Parent: c.parent, CallID: c.id, Counts: c.usage})
+	case "content_block_delta":
+		// The text being written, for the live view only: the assistant
+		// line with the whole block follows and makes the text event.
+		if d := ev.Delta; d != nil && d.Type == "text_delta" && d.Text != "" {
+			emit(records.PartialText{Parent: parent, Text: d.Text})
+		}
 	case "message_stop":
 		id := a.streamingID
 		a.flushCalls(func(c *call) bool { return c.id == id }, emit)
@@ -561,7 +567,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	case exit.Code != 0:
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	case r == nil:
-		return adapters.Verdict{Failed: true, Detail: "claude-code exited without a result (killed or crashed before the turn ended)"}
+		return adapters.Verdict{Failed: true, Detail: "claude-code exited without a result (killed or crashed before the turn ended)", Unfinished: true}
 	case r.IsError:
 		return adapters.Verdict{Failed: true, Detail: a.errorMessage()}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // replay runs raw lines through a fresh adapter and the aggregator, as
@@ -249,5 +250,33 @@ func TestLaunchSeedCommand(t *testing.T) {
 	}
 	if !bytes.Contains(l.Stdin, []byte(`"type":"image"`)) || !bytes.HasSuffix(l.Stdin, []byte("\n")) || !l.EchoesPrompt {
 		t.Errorf("stdin = %s", l.Stdin)
+	}
+}
+
+// TestTextDeltasArePartial: content_block_delta's text_delta becomes
+// records.PartialText (the live view's), the assistant line the text event.
+func TestTextDeltasArePartial(t *testing.T) {
+	a := New()
+	var partial []string
+	var texts int
+	emit := func(r records.Record) {
+		switch r := r.(type) {
+		case records.PartialText:
+			partial = append(partial, r.Parent+"|"+r.Text)
+		case records.Text:
+			texts++
+		}
+	}
+	for _, l := range []string{
+		`{"type":"stream_event","event":{"type":"message_start","message":{"model":"m","id":"msg_1","content":[],"usage":{"input_tokens":5,"output_tokens":1}}},"parent_tool_use_id":null}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"slow "}},"parent_tool_use_id":null}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}},"parent_tool_use_id":null}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"slow "}},"parent_tool_use_id":"toolu_1"}`,
+		`{"type":"assistant","message":{"model":"m","id":"msg_1","content":[{"type":"text","text":"slow "}],"usage":{"input_tokens":5,"output_tokens":1}},"parent_tool_use_id":null}`,
+	} {
+		a.Translate([]byte(l), emit)
+	}
+	if strings.Join(partial, ",") != "|slow ,toolu_1|slow " || texts != 1 {
+		t.Errorf("partial %q, %d texts", partial, texts)
 	}
 }

@@ -85,6 +85,13 @@ type wireStreamEvent struct {
 	Type    string       `json:"type"`
 	Message *wireMessage `json:"message"` // message_start
 	Usage   *wireUsage   `json:"usage"`   // message_delta
+	Delta   *wireDelta   `json:"delta"`   // content_block_delta
+}
+
+// wireDelta is a content_block_delta's delta: text_delta carries text.
+type wireDelta struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 type wireModelUsage struct {

@@ -171,7 +171,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 		if detail == "" {
 			detail = "codex exited without completing the turn"
 		}
-		return adapters.Verdict{Failed: true, Detail: detail}
+		return adapters.Verdict{Failed: true, Detail: detail, Unfinished: a.lastError == ""}
 	}
 	return adapters.Verdict{}
 }

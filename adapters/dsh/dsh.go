@@ -251,7 +251,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	case exit.Signaled || exit.Code != 0:
 		return adapters.Verdict{Failed: true, Detail: a.lastError}
 	case !a.turnEnded:
-		return adapters.Verdict{Failed: true, Detail: "dsh exited without ending its turn"}
+		return adapters.Verdict{Failed: true, Detail: "dsh exited without ending its turn", Unfinished: true}
 	case a.lastError != "":
 		return adapters.Verdict{Failed: true, Detail: a.lastError}
 	}

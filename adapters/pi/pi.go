@@ -59,7 +59,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 	if bytes.HasPrefix(line, updatePrefix) {
 		var u updateLine
 		if json.Unmarshal(line, &u) == nil {
-			a.update(u.Event)
+			a.update(u.Event, emit)
 		}
 		return
 	}
@@ -87,7 +87,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 			emit(records.CallStart{CallID: a.callID()})
 		}
 	case "message_update":
-		a.update(l.Event)
+		a.update(l.Event, emit)
 	case "message_end":
 		a.messageEnd(l.Message, emit)
 	case "tool_execution_start":
@@ -107,8 +107,9 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 
 func (a *Adapter) callID() string { return fmt.Sprintf("pi-call-%d", a.calls) }
 
-// update keeps the text of the assistant message being streamed.
-func (a *Adapter) update(e *wireUpdate) {
+// update keeps the text of the assistant message being streamed, and
+// hands each piece to the live view (records.PartialText).
+func (a *Adapter) update(e *wireUpdate, emit adapters.Emit) {
 	if e == nil || !a.streaming {
 		return
 	}
@@ -116,9 +117,13 @@ func (a *Adapter) update(e *wireUpdate) {
 	case "text_start":
 		if a.partial.Len() > 0 {
 			a.partial.WriteByte('\n')
+			emit(records.PartialText{Text: "\n"})
 		}
 	case "text_delta":
 		a.partial.WriteString(e.Delta)
+		if e.Delta != "" {
+			emit(records.PartialText{Text: e.Delta})
+		}
 	}
 }
 
@@ -177,7 +182,7 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	case a.lastError != "":
 		return adapters.Verdict{Failed: true, Detail: a.lastError}
 	case !a.agentEnded:
-		return adapters.Verdict{Failed: true, Detail: "pi exited without ending its agent loop"}
+		return adapters.Verdict{Failed: true, Detail: "pi exited without ending its agent loop", Unfinished: true}
 	}
 	return adapters.Verdict{}
 }

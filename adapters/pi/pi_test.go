@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // Hand-written lines in the shape pi 0.73.1 writes (testdata/real has the
@@ -242,6 +243,50 @@ func TestLaunchRejects(t *testing.T) {
 		s.StateDir = t.TempDir()
 		if _, err := New().Launch(s); err == nil {
 			t.Errorf("Launch(%+v): no error", s)
+		}
+	}
+}
+
+// TestTextDeltasArePartial: the text_delta updates of the real capture
+// of an interrupted slow answer become records.PartialText, for the live
+// view.
+func TestTextDeltasArePartial(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "real", "interrupt.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New()
+	var b strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		a.Translate([]byte(line), func(r records.Record) {
+			if p, ok := r.(records.PartialText); ok {
+				b.WriteString(p.Text)
+			}
+		})
+	}
+	if s := b.String(); !strings.HasPrefix(s, "slow slow ") || strings.Trim(s, "slow ") != "" {
+		t.Errorf("partial text %q", s)
+	}
+}
+
+// TestUnknownCostIsNull: pi's cost of 0 for a call that used tokens means
+// it knows no prices: unknown (null), not free; a real cost stays.
+func TestUnknownCostIsNull(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want *float64
+	}{
+		{`{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0}}`, nil},
+		{`{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.25}}`, events.Float64(0.25)},
+		{`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"cost":{"total":0}}`, events.Float64(0)},
+	} {
+		var u wireUsage
+		if err := json.Unmarshal([]byte(tt.line), &u); err != nil {
+			t.Fatal(err)
+		}
+		got := u.counts().CostUSD
+		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("%s: cost %v, want %v", tt.line, got, tt.want)
 		}
 	}
 }

@@ -66,6 +66,11 @@ func (u *wireUsage) counts() events.TokenCounts {
 	if u.Cost != nil {
 		c.CostUSD = u.Cost.Total
 	}
+	if c.CostUSD != nil && *c.CostUSD == 0 && !u.zero() {
+		// pi writes 0 for a model it has no prices for: unknown, not
+		// free (a reader would take $0.0000 for free).
+		c.CostUSD = nil
+	}
 	return c
 }
 

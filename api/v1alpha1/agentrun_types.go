@@ -279,15 +279,17 @@ type CredentialSource struct {
 // secretKeyRef.
 // +kubebuilder:validation:XValidation:rule="(has(self.text) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.secretKeyRef) ? 1 : 0) == 1",message="prompt: set exactly one of text, configMapKeyRef and secretKeyRef"
 type PromptSource struct {
-	// Text is the prompt itself. The prompt reaches agentrun as one
-	// command-line argument, which Linux bounds at 128 KiB; from a
-	// ConfigMap or Secret the same bound holds.
+	// Text is the prompt itself, at most 196608 bytes (192 KiB): it
+	// reaches the runner as a file made from an annotation of the Pod, and
+	// a Pod's annotations hold 256 KiB in all. A longer prompt goes in a
+	// ConfigMap or Secret (up to their 1 MiB).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=131000
-	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 131000",message="prompt.text is longer than 131000 bytes (one command-line argument): shorten it or point to a file in the workspace"
+	// +kubebuilder:validation:MaxLength=196608
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 196608",message="prompt.text is longer than 196608 bytes (192 KiB, what a Pod annotation can carry): put a longer prompt in a ConfigMap and use prompt.configMapKeyRef"
 	Text *string `json:"text,omitempty"`
-	// ConfigMapKeyRef reads the prompt from a ConfigMap key.
+	// ConfigMapKeyRef reads the prompt from a ConfigMap key (up to the
+	// ConfigMap's 1 MiB), projected into the agent container as a file.
 	// +optional
 	ConfigMapKeyRef *corev1.ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
 	// SecretKeyRef reads the prompt from a Secret key.

@@ -9,12 +9,15 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	_ "github.com/agentrun-dev/agentrun/adapters/all"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/version"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
@@ -32,28 +35,29 @@ var exitCodes = map[string]int{
 const usage = `agentrun runs coding agents and writes one schema-1 event stream.
 
 Usage:
-  agentrun run --runtime RUNTIME [flags] PROMPT
+  agentrun run --runtime RUNTIME [flags] PROMPT|-
   agentrun translate --runtime RUNTIME [--exit-code N] < raw.jsonl
   agentrun render --format text|rich < events.jsonl
   agentrun validate [--schema-only] < events.jsonl
   agentrun tail [--linger DURATION] events.jsonl
   agentrun sandbox [flags] -- COMMAND [ARGS...]
 
-Run "agentrun VERB -h" for the flags of a verb.
+Run "agentrun VERB -h" for the flags of a verb, "agentrun --version" for the
+version, the commit and the pinned agent CLIs.
 `
 
 func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
+func dispatch(args []string, stdin, stdout, stderr *os.File) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(args[1:], stdout, stderr)
+		return runCmd(args[1:], stdin, stdout, stderr)
 	case "translate":
 		return translateCmd(args[1:], stdin, stdout, stderr)
 	case "render":
@@ -69,7 +73,35 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "--version", "-version", "version":
+		fmt.Fprint(stdout, version.Get().Text("agentrun"))
+		return 0
 	}
 	fmt.Fprintf(stderr, "agentrun: unknown verb %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// parseVerb parses the flags of a verb. -h and --help print its usage
+// (synopsis, then the flags) on stdout and end the command with 0; a bad
+// flag says what is wrong on stderr and ends it with 2.
+func parseVerb(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, done bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(fs, synopsis, stdout)
+		return 0, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\nusage: %s\nRun \"%s -h\" for its flags.\n", fs.Name(), err, synopsis, fs.Name())
+		return 2, true
+	}
+	return 0, false
+}
+
+// printUsage writes a verb's usage: its synopsis and its flags.
+func printUsage(fs *flag.FlagSet, synopsis string, w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }

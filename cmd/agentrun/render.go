@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/events/format/rich"
@@ -40,19 +42,36 @@ func stderrFor(r format.Renderer, stderr *os.File) io.Writer {
 	return text.NewPrintableWriter(stderr)
 }
 
+const (
+	translateSynopsis = "agentrun translate --runtime RUNTIME [--model M] [--exit-code N] < raw.jsonl"
+	renderSynopsis    = "agentrun render [--format text|rich] < events.jsonl"
+)
+
+// exitNoRuntimeOutput is translate's exit code for an input that holds
+// none of the runtime's output (another runtime's, an event stream, an
+// empty file): not a replay of a failed run (1).
+const exitNoRuntimeOutput = 4
+
+// translateArgsError says what is wrong with translate's arguments.
+func translateArgsError(runtime string, args []string) string {
+	if runtime == "" {
+		return "--runtime is required: the runtime whose --raw output is on stdin (" + strings.Join(adapters.Names(), ", ") + ")"
+	}
+	return fmt.Sprintf("unexpected argument %q; the raw output comes on stdin", args[0])
+}
+
 func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	var o runner.TranslateOptions
 	fs := flag.NewFlagSet("agentrun translate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&o.Runtime, "runtime", "", "the runtime whose raw output is on stdin")
 	fs.StringVar(&o.Model, "model", "", "the model the run used, for start.model")
 	fs.IntVar(&o.ExitCode, "exit-code", 0, "the runtime's exit code, for the end status")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export the replayed run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseVerb(fs, args, translateSynopsis, stdout, stderr); done {
+		return code
 	}
 	if o.Runtime == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: agentrun translate --runtime RUNTIME [--exit-code N] < raw-output")
+		fmt.Fprintf(stderr, "agentrun translate: %s\nusage: %s\n", translateArgsError(o.Runtime, fs.Args()), translateSynopsis)
 		return 2
 	}
 	var out format.Renderer = format.NewJSONL(stdout)
@@ -62,23 +81,30 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 		return 2
 	}
 	if rec != nil {
-		out = format.Tee{out, rec}
+		out = format.NewTee(out, rec)
 		o.TraceID = rec.TraceID()
 	}
 	defer out.Close()
 	end, err := runner.Translate(o, stdin, out, stderr)
-	if err != nil {
+	switch {
+	case errors.Is(err, runner.ErrNoOutput):
 		fmt.Fprintf(stderr, "agentrun translate: %v\n", err)
-		return 1
+		return exitNoRuntimeOutput
+	case err != nil:
+		fmt.Fprintf(stderr, "agentrun translate: writing the events: %v\n", err)
+		return exitOutputLost
 	}
 	return exitCodes[end.Status]
 }
 
 func renderCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	formatName := fs.String("format", "text", "text or rich")
-	if err := fs.Parse(args); err != nil {
+	if code, done := parseVerb(fs, args, renderSynopsis, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agentrun render: unexpected argument %q; the stream comes on stdin\nusage: %s\n", fs.Arg(0), renderSynopsis)
 		return 2
 	}
 	if *formatName != "text" && *formatName != "rich" {

@@ -18,19 +18,14 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	var c runner.SandboxCommand
 	var eventsPath string
 	fs := flag.NewFlagSet("agentrun sandbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	c.SandboxFlags.Register(fs)
 	fs.Var((*podcontract.List)(&c.Env), "env", "set a variable for the command, NAME=VALUE (repeatable)")
 	fs.StringVar(&c.EnvFile, "env-file", "", "read NAME=VALUE lines for the command from this file")
 	fs.Var((*podcontract.List)(&c.PassEnv), "pass-env", "pass this variable of agentrun's environment, NAME or PREFIX* (repeatable)")
 	fs.StringVar(&c.Cwd, "cwd", "", "the workspace, the one writable directory (default: the current one)")
 	fs.StringVar(&eventsPath, "events", "", "write the schema-1 network events here (default: stderr)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: agentrun sandbox [flags] -- COMMAND [ARGS...]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseVerb(fs, args, "agentrun sandbox [flags] -- COMMAND [ARGS...]", stdout, stderr); done {
+		return code
 	}
 	c.Argv = fs.Args()
 	var netEvents io.Writer = stderr

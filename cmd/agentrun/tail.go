@@ -20,6 +20,8 @@ import (
 // stat and a read of a few bytes.
 const meterPoll = 250 * time.Millisecond
 
+const tailSynopsis = "agentrun tail [--linger DURATION] [--poll DURATION] [--progress-addr ADDR [--meter-file FILE]] FILE\n       agentrun tail --patch PATCH [--linger DURATION] [--poll DURATION] FILE"
+
 // tailCmd is the `events` sidecar of an agent Pod: it copies the event file
 // to stdout as the runner writes it and exits after the end event, or on
 // SIGTERM once it has copied what the file holds. With --progress-addr it
@@ -27,22 +29,13 @@ const meterPoll = 250 * time.Millisecond
 // address while it follows.
 func tailCmd(args []string, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun tail", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	var f podcontract.TailFlags
 	f.Register(fs)
-	help := fs.Bool("h", false, "show this help")
-	err := fs.Parse(args)
-	if *help {
-		fs.SetOutput(stdout)
-		fmt.Fprintln(stdout, "Usage: agentrun tail [--linger DURATION] [--progress-addr ADDR [--meter-file FILE]] FILE\n       agentrun tail --patch PATCH [--linger DURATION] FILE")
-		fs.PrintDefaults()
-		return 0
+	if code, done := parseVerb(fs, args, tailSynopsis, stdout, stderr); done {
+		return code
 	}
-	if err == nil && fs.NArg() != 1 {
-		err = fmt.Errorf("expected one events file, got %d arguments", fs.NArg())
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "agentrun tail: %v; usage: agentrun tail [--linger DURATION] [--progress-addr ADDR] FILE\n", err)
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "agentrun tail: expected one events file, got %d arguments\nusage: %s\n", fs.NArg(), tailSynopsis)
 		return 2
 	}
 	f.File = fs.Arg(0)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,7 +8,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/contract"
 )
 
-const validateUsage = "usage: agentrun validate [--schema-only] < events.jsonl"
+const validateSynopsis = "agentrun validate [--schema-only] < events.jsonl"
 
 // validateCmd checks a schema-1 stream on stdin: every line against the JSON
 // Schema (docs/events.schema.json) and, unless --schema-only, the field
@@ -18,20 +17,12 @@ const validateUsage = "usage: agentrun validate [--schema-only] < events.jsonl"
 // for an invalid one, 2 for a usage error.
 func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agentrun validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	schemaOnly := fs.Bool("schema-only", false, "check each line against the JSON Schema only, not the field order or the rules between events")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, validateUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parseVerb(fs, args, validateSynopsis, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentrun validate: unexpected argument %q; the stream comes on stdin\n%s\n", fs.Arg(0), validateUsage)
+		fmt.Fprintf(stderr, "agentrun validate: unexpected argument %q; the stream comes on stdin\nusage: %s\n", fs.Arg(0), validateSynopsis)
 		return 2
 	}
 	problems, err := contract.CheckReader(stdin, contract.Options{SchemaOnly: *schemaOnly})

@@ -64,7 +64,8 @@ func TestValidate(t *testing.T) {
 		{name: "empty", stdin: "", code: 1, stdout: []string{"stream: empty"}},
 		{name: "an argument", args: []string{"events.jsonl"}, code: 2},
 		{name: "unknown flag", args: []string{"--strict"}, code: 2},
-		{name: "help", args: []string{"-h"}, code: 0},
+		{name: "help", args: []string{"-h"}, code: 0,
+			stdout: []string{"Usage: agentrun validate [--schema-only] < events.jsonl", "", "Flags:", "  -schema-only", "check each line against the JSON Schema only"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,7 +51,14 @@ type Aggregator struct {
 
 	counters Counters
 	err      error // first sink error; later events are dropped
+
+	partial func(events.Partial) // OnPartial's; nil: partial text is dropped
 }
+
+// OnPartial hands every records.PartialText to f, as an events.Partial:
+// the live view's, never the stream's. Text of a subagent the stream has
+// not started is dropped.
+func (a *Aggregator) OnPartial(f func(events.Partial)) { a.partial = f }
 
 // Counters are the run's tallies, for the end summary in Kubernetes status:
 // the events this aggregator wrote, counted by events.Counters.Count, the
@@ -138,6 +145,18 @@ func (a *Aggregator) Add(r records.Record) {
 			a.lastMainText = &t
 		}
 		a.emit(events.TypeText, &events.Text{Parent: a.parentOf(r.Parent), Text: r.Text})
+	case records.PartialText:
+		if a.partial == nil || r.Text == "" {
+			return
+		}
+		var parent *string
+		if r.Parent != "" {
+			if a.subagents[r.Parent] == nil {
+				return
+			}
+			parent = events.String(r.Parent)
+		}
+		a.partial(events.Partial{Parent: parent, Text: r.Text})
 	case records.CallStart:
 		a.callStart(r.Parent, r.CallID)
 	case records.CallUsage:

@@ -349,3 +349,33 @@ func TestMeterMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialReachesOnlyOnPartial: partial text goes to OnPartial (main's
+// with a nil parent, a started subagent's with its id) and never into the
+// stream; a piece of a subagent the stream has not started is dropped
+// (it must not start one).
+func TestPartialReachesOnlyOnPartial(t *testing.T) {
+	var out []events.Event
+	var got []string
+	a := New(func(e events.Event) error { out = append(out, e); return nil }, nil)
+	a.OnPartial(func(p events.Partial) {
+		who := "main"
+		if p.Parent != nil {
+			who = *p.Parent
+		}
+		got = append(got, who+":"+p.Text)
+	})
+	a.Start(&events.Start{Runtime: "claude-code"})
+	a.Add(records.PartialText{Text: "hel"})
+	a.Add(records.PartialText{Parent: "toolu_x", Text: "lost"})
+	a.Add(records.SubagentStart{ID: "toolu_1", Kind: "Explore", Description: "d"})
+	a.Add(records.PartialText{Parent: "toolu_1", Text: "sub"})
+	a.Add(records.PartialText{Text: ""})
+	a.Finish(Outcome{Status: events.StatusFinished})
+	if strings.Join(got, " ") != "main:hel toolu_1:sub" {
+		t.Errorf("partials %q", got)
+	}
+	if types(out) != "start subagent_start subagent_end end" {
+		t.Errorf("stream %s", types(out))
+	}
+}

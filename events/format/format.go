@@ -20,6 +20,13 @@ type Renderer interface {
 	Close() error
 }
 
+// Live is a renderer that shows what an agent is writing before its text
+// event (rich's live view). The runner hands it events.Partial; nothing
+// else gets them, and no stream holds them.
+type Live interface {
+	Partial(p events.Partial) error
+}
+
 // JSONL writes each event as one JSON line, flushed as written.
 type JSONL struct{ w *events.Writer }
 

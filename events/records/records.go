@@ -37,6 +37,13 @@ type Text struct {
 	Parent, Text string
 }
 
+// PartialText is a piece of text the agent is writing, streamed before
+// the complete Text. It produces no event: the live view shows it
+// (events.Partial).
+type PartialText struct {
+	Parent, Text string
+}
+
 // CallStart marks the start of one model call. It produces no event; the
 // runner counts the main agent's calls for --max-turns.
 type CallStart struct {
@@ -98,6 +105,7 @@ type Session struct {
 
 func (Prompt) isRecord()        {}
 func (ToolStart) isRecord()     {}
+func (PartialText) isRecord()   {}
 func (ToolEnd) isRecord()       {}
 func (Text) isRecord()          {}
 func (CallStart) isRecord()     {}

@@ -112,8 +112,9 @@ func (g Guard) ReadDir(path string) ([]os.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-// Create opens the file at path for writing, creating it (and its missing
-// directories, private) or truncating it. At or below an untrusted
+// Create opens the file at path for writing, creating it or truncating
+// it; its directory must exist (a mistyped --raw /nonexistent/dir/raw.jsonl
+// makes no directories, at the root or anywhere). At or below an untrusted
 // directory it must be a regular file; elsewhere the path is the caller's
 // own choice and may be a FIFO or a device (--events /dev/stderr).
 func (g Guard) Create(path string, perm os.FileMode) (*os.File, error) {
@@ -233,11 +234,10 @@ func (g Guard) open(path string, flags int, perm os.FileMode, writing bool) (*os
 // openFinal walks to the final name and opens it (non-blocking), following
 // a final link only outside the untrusted directories, as the walk follows
 // the others. It reports whether the file lies at or below an untrusted
-// directory.
+// directory. It makes no directory on the way.
 func (w *walk) openFinal(flags int, perm os.FileMode, writing bool) (int, bool, error) {
-	mkdirs := flags&unix.O_CREAT != 0
 	for {
-		dirFD, name, err := w.parent(mkdirs, 0o700)
+		dirFD, name, err := w.parent(false, 0o700)
 		if err == nil {
 			err = w.checkName(name)
 		}

@@ -3,6 +3,7 @@ package safefile
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,18 +79,20 @@ func TestCreateDoesNotWriteThroughLinks(t *testing.T) {
 	if b, _ := os.ReadFile(secret); string(b) != "PRIVATE KEY" {
 		t.Fatalf("the host file was changed: %q", b)
 	}
-	f, err := g.Create(filepath.Join(ws, "new", "deeper", "events.jsonl"), 0o600)
-	if err != nil {
-		t.Fatal(err)
+	// A missing directory is an error, not made (a mistyped path would
+	// otherwise leave directories anywhere).
+	if f, err := g.Create(filepath.Join(ws, "new", "deeper", "events.jsonl"), 0o600); !errors.Is(err, fs.ErrNotExist) {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("Create in a missing directory: %v, want not exist", err)
 	}
-	f.WriteString("x")
-	f.Close()
-	if st, err := os.Stat(filepath.Join(ws, "new")); err != nil || st.Mode().Perm() != 0o700 {
-		t.Errorf("missing directories are made private: %v %v", st, err)
+	if _, err := os.Stat(filepath.Join(ws, "new")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Create made a directory: %v", err)
 	}
 	// Truncates an existing regular file.
 	must(t, os.WriteFile(filepath.Join(ws, "old"), []byte("long old content"), 0o600))
-	f, err = g.Create(filepath.Join(ws, "old"), 0o600)
+	f, err := g.Create(filepath.Join(ws, "old"), 0o600)
 	must(t, err)
 	f.WriteString("new")
 	f.Close()
@@ -223,7 +226,7 @@ func TestCallersOwnLinksAreFollowed(t *testing.T) {
 	if b, err := g.ReadFile(own, 100); err != nil || string(b) != "host content" {
 		t.Errorf("a link of the caller's outside the workspace: %q, %v", b, err)
 	}
-	f, err := g.Create(filepath.Join(filepath.Dir(a.ws), "out", "events.jsonl"), 0o644)
+	f, err := g.Create(filepath.Join(filepath.Dir(a.ws), "events.jsonl"), 0o644)
 	if err != nil {
 		t.Fatalf("Create outside the workspace: %v", err)
 	}

@@ -216,6 +216,9 @@ type agentRun struct {
 	// HOST:PORT); spec is more of the spec, as YAML indented two spaces.
 	addHosts, allowHosts []string
 	spec                 string
+	// promptConfigMap, when set, takes the prompt from this ConfigMap's
+	// key "prompt" instead of prompt.
+	promptConfigMap string
 }
 
 func (a agentRun) manifest() string {
@@ -237,13 +240,17 @@ metadata:
 			fmt.Fprintf(&b, "    %s: %q\n", k, v)
 		}
 	}
+	prompt := fmt.Sprintf("text: %q", a.prompt)
+	if a.promptConfigMap != "" {
+		prompt = fmt.Sprintf("configMapKeyRef: {name: %s, key: prompt}", a.promptConfigMap)
+	}
 	fmt.Fprintf(&b, `spec:
   runtime: %s
   model: %s
   prompt:
-    text: %q
+    %s
   timeout: %s
-`, a.runtime, a.model, a.prompt, a.timeout)
+`, a.runtime, a.model, prompt, a.timeout)
 	if a.credential {
 		fmt.Fprintf(&b, `  credentials:
     - name: %s

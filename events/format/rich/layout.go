@@ -40,6 +40,27 @@ type panelState struct {
 	usage    events.TokenCounts // sum of every usage event so far
 	subsSeen bool               // a subagent has started: the list is shown
 	subs     []agentRow         // running subagents in start order
+	writing  *writingRow        // what an agent is writing, nil for nothing
+}
+
+// writingRow is what the panel shows of the text an agent is writing.
+type writingRow struct {
+	label string
+	chars int      // characters written so far
+	lines []string // its last lines, oldest first
+}
+
+// writingLines is the panel's part for w: "LABEL writing… N chars", then
+// its last lines indented, each cut to width.
+func writingLines(w *writingRow, width int) []string {
+	if w == nil {
+		return nil
+	}
+	out := []string{truncate(w.label+" writing… "+strconv.Itoa(w.chars)+" chars", width)}
+	for _, ln := range w.lines {
+		out = append(out, truncate("    "+sanitize(ln), width))
+	}
+	return out
 }
 
 func spin(frame int) string {
@@ -137,6 +158,16 @@ func panelLines(st panelState, width, height int) []string {
 		}
 	}
 	out = append(out, statusLine(st, width))
+	// What an agent is writing goes under the separator when it fits;
+	// else its last lines, down to none.
+	if wl := writingLines(st.writing, width); len(wl) > 0 {
+		room := len(wl)
+		if height >= 1 && len(out)+room > height {
+			room = max(0, height-len(out))
+		}
+		wl = wl[len(wl)-room:]
+		out = append(append(append([]string{}, out[0]), wl...), out[1:]...)
+	}
 	if height >= 1 && len(out) > height {
 		out = out[len(out)-height:] // a terminal too short even for the separator
 	}

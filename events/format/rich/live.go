@@ -67,6 +67,9 @@ type live struct {
 	toolSeq  uint64
 	total    events.TokenCounts
 	mainCtx  *int64
+	// writing is the text an agent is writing (events.Partial) since its
+	// latest text, tool call or usage: the panel shows its last lines.
+	writing *writing
 
 	drawn  int  // rows of the live region on screen now
 	hidden bool // the cursor is hidden
@@ -114,11 +117,48 @@ func (l *live) note(s string) error {
 	return l.err
 }
 
+// partial adds a piece of the text an agent is writing; the next redraw
+// (a tick) shows it.
+func (l *live) partial(p events.Partial) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return l.err
+	}
+	agent := key(p.Parent)
+	if l.writing == nil || l.writing.agent != agent {
+		l.writing = &writing{agent: agent, label: l.f.Label(p.Parent)}
+	}
+	l.writing.add(p.Text)
+	return l.err
+}
+
+// doneWriting ends what agent was writing: its text, a tool call or its
+// usage came.
+func (l *live) doneWriting(parent *string) {
+	if l.writing != nil && l.writing.agent == key(parent) {
+		l.writing = nil
+	}
+}
+
 func (l *live) event(e events.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lines := l.f.Event(e)
 	now := l.clock.Now()
+	switch e := e.(type) {
+	case *events.Text:
+		l.doneWriting(e.Parent)
+	case *events.ToolStart:
+		l.doneWriting(e.Parent)
+	case *events.Usage:
+		l.doneWriting(e.Parent)
+	case *events.SubagentEnd:
+		id := e.ID
+		l.doneWriting(&id)
+	case *events.End:
+		l.writing = nil
+	}
 	switch e := e.(type) {
 	case *events.ToolStart:
 		l.toolSeq++
@@ -250,6 +290,9 @@ func (l *live) state() panelState {
 			elapsed: now.Sub(l.t0), context: l.mainCtx},
 		usage:    l.total,
 		subsSeen: l.subsSeen,
+	}
+	if w := l.writing; w != nil {
+		st.writing = &writingRow{label: w.label, chars: w.chars, lines: w.last(WritingLines)}
 	}
 	for _, s := range l.subs {
 		id := s.id

@@ -152,6 +152,15 @@ func (r *Renderer) Note(s string) error {
 	return r.live.note(s)
 }
 
+// Partial shows text an agent is writing in the live view (format.Live);
+// the text format has nothing to show for it.
+func (r *Renderer) Partial(p events.Partial) error {
+	if r.live == nil {
+		return nil
+	}
+	return r.live.partial(p)
+}
+
 // Event renders e.
 func (r *Renderer) Event(e events.Event) error {
 	if r.live == nil {

@@ -161,11 +161,15 @@ func (f *Formatter) line(parent *string, text string) Line {
 	return Line{Label: f.Label(parent), Agent: true, Text: text}
 }
 
+// PromptChars bounds the prompt line: the first line of a long prompt
+// (one of a megabyte from a file, all on one line) is cut there with "…".
+const PromptChars = 200
+
 func (f *Formatter) prompt(e *events.Prompt) Line {
 	t := "prompt"
 	for _, l := range splitLines(e.Text) {
 		if !isBlank(l) {
-			t += " " + strings.TrimRightFunc(l, unicode.IsSpace)
+			t += " " + cutChars(strings.TrimRightFunc(l, unicode.IsSpace), PromptChars)
 			break
 		}
 	}
@@ -250,4 +254,16 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// cutChars is s cut to at most n characters, the cut marked with "…".
+func cutChars(s string, n int) string {
+	i := 0
+	for at := range s {
+		if i == n {
+			return strings.TrimRightFunc(s[:at], unicode.IsSpace) + "…"
+		}
+		i++
+	}
+	return s
 }

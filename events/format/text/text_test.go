@@ -257,3 +257,23 @@ func TestFormatterModels(t *testing.T) {
 		t.Errorf("subagent usage changed the main model: %q", got)
 	}
 }
+
+// TestLongPromptLine: the prompt line shows at most PromptChars characters
+// of the first line, a megabyte prompt on one line included.
+func TestLongPromptLine(t *testing.T) {
+	f := NewFormatter()
+	for _, c := range []struct {
+		name, prompt, want string
+	}{
+		{"short", "fix it\nand more", "prompt fix it"},
+		{"exactly the bound", strings.Repeat("a", PromptChars), "prompt " + strings.Repeat("a", PromptChars)},
+		{"one character over", strings.Repeat("a", PromptChars+1), "prompt " + strings.Repeat("a", PromptChars) + "…"},
+		{"a megabyte of multi-byte characters", strings.Repeat("é", 1<<19), "prompt " + strings.Repeat("é", PromptChars) + "…"},
+		{"cut at a space", strings.Repeat("a", PromptChars-1) + " b", "prompt " + strings.Repeat("a", PromptChars-1) + "…"},
+	} {
+		lines := f.Event(&events.Prompt{Text: c.prompt})
+		if len(lines) != 1 || lines[0].Text != c.want {
+			t.Errorf("%s: %q, want %q", c.name, lines, c.want)
+		}
+	}
+}
