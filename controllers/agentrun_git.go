@@ -100,7 +100,16 @@ func (r *AgentRunReconciler) keepPatch(ctx context.Context, s *scope, pod *corev
 			break
 		}
 		if err != nil {
-			return false, err
+			// As for the log: the API server may accept it in a moment,
+			// but one that keeps refusing it (a ResourceQuota of the
+			// namespace's ConfigMaps, an admission policy) must not hold
+			// the run in its harvest forever.
+			if s.obs.Now.Before(agent.FinishedAt.Add(2 * r.Graces.EventLog)) {
+				return false, fmt.Errorf("keeping the patch in ConfigMap %s: %w", PatchConfigMapName(s.run.Name), err)
+			}
+			s.obs.Patch = &patchKept{Problem: fmt.Sprintf("the patch is not kept: creating ConfigMap %s: %v", PatchConfigMapName(s.run.Name), err)}
+			s.events = append(s.events, event{corev1.EventTypeWarning, "PatchNotKept", s.obs.Patch.Problem})
+			break
 		}
 		s.obs.Patch = &patchKept{ConfigMap: name}
 		s.events = append(s.events, event{corev1.EventTypeNormal, "PatchKept", fmt.Sprintf(

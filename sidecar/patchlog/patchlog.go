@@ -63,8 +63,11 @@ func Write(w io.Writer, path string) error {
 		return err
 	}
 	defer f.Close()
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	// The container's memory is bounded (64 MiB) and the agent decides
+	// what the patch holds: only what the log can carry is kept, the rest
+	// of the gzip is counted.
+	gz := &boundedBuffer{max: MaxGzip}
+	zw, _ := gzip.NewWriterLevel(gz, gzip.BestCompression)
 	n, err := io.Copy(zw, io.LimitReader(f, maxPatch+1))
 	if err != nil {
 		return err
@@ -72,8 +75,8 @@ func Write(w io.Writer, path string) error {
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	if n > maxPatch || gz.Len() > MaxGzip {
-		_, err = fmt.Fprintf(w, "%s %d\n", tooLarge, gz.Len())
+	if n > maxPatch || gz.n > MaxGzip {
+		_, err = fmt.Fprintf(w, "%s %d\n", tooLarge, gz.n)
 		return err
 	}
 	sum := sha256.Sum256(gz.Bytes())
@@ -87,6 +90,21 @@ func Write(w io.Writer, path string) error {
 	}
 	bw.WriteString(trailer + "\n")
 	return bw.Flush()
+}
+
+// boundedBuffer keeps the first max bytes written to it and counts all.
+type boundedBuffer struct {
+	bytes.Buffer
+	max int
+	n   int64
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.n += int64(len(p))
+	if room := b.max - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 // Patch is what Read found.
