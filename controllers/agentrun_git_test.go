@@ -355,6 +355,11 @@ func TestCRDGitValidation(t *testing.T) {
 		}, ""},
 		{"bad auth", func(s *v1alpha1.AgentRunSpec) { gitSpec(nil)(s); s.Git.Credential.Auth = "Digest" }, `spec.git.credential.auth: Unsupported value: "Digest"`},
 		{"bad push mode", gitSpec(&v1alpha1.GitPush{Mode: "Force"}), `spec.git.push.mode: Unsupported value: "Force"`},
+		{"a branch up and out", gitSpec(&v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "agentrun/../main"}), "spec.git.push.branch is not a branch name git takes"},
+		{"a lock file as branch", gitSpec(&v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "agentrun/x.lock"}), "spec.git.push.branch is not a branch name git takes"},
+		{"HEAD as branch", gitSpec(&v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "HEAD"}), "spec.git.push.branch is not a branch name git takes"},
+		{"a ref up and out", func(s *v1alpha1.AgentRunSpec) { gitSpec(nil)(s); s.Git.Ref = "main..x" }, "spec.git.ref is not a git ref name"},
+		{"a ref like an option", func(s *v1alpha1.AgentRunSpec) { gitSpec(nil)(s); s.Git.Ref = "-main" }, "spec.git.ref"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -381,5 +386,21 @@ func TestCRDGitValidation(t *testing.T) {
 	run.Spec.Git.Repository = "https://git.example.com/other/repo"
 	if err := c.Update(context.Background(), run); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
 		t.Errorf("changing spec.git: %v", err)
+	}
+}
+
+// TestPolicyGitPrefixes: an AgentRunPolicy's repository prefix names the
+// host and the slash after it, so it cannot match another host.
+func TestPolicyGitPrefixes(t *testing.T) {
+	c, _ := crdClient(t)
+	for prefix, ok := range map[string]bool{
+		"*": true, "https://*": true, "https://github.com/org/*": true, "https://github.com/org/app": true, "https://git.example.com:8443/*": true,
+		"https://git.example.com*": false, "https://git.example.com": true, "github.com/org/*": false, "https://github.com/*/app": false,
+	} {
+		p := &v1alpha1.AgentRunPolicy{ObjectMeta: metav1.ObjectMeta{Name: "prefix"}, Spec: v1alpha1.AgentRunPolicySpec{AllowedGitRepositories: []string{prefix}}}
+		err := c.Create(context.Background(), p, client.DryRunAll)
+		if (err == nil) != ok {
+			t.Errorf("allowedGitRepositories %q: %v, want accepted %v", prefix, err, ok)
+		}
 	}
 }

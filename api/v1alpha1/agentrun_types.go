@@ -398,7 +398,8 @@ type GitWorkspace struct {
 	// default branch.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/+-]+$`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._+][A-Za-z0-9._/+-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('//') && !self.endsWith('/') && !self.endsWith('.lock')",message="spec.git.ref is not a git ref name: no '..', '//', trailing '/' or '.lock'"
 	Ref string `json:"ref,omitempty"`
 	// Depth is the number of commits of history fetched; 0 is the whole
 	// history.
@@ -489,6 +490,7 @@ type GitPush struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=200
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('//') && !self.contains('/.') && !self.endsWith('/') && !self.endsWith('.') && !self.endsWith('.lock') && self != 'HEAD'",message="spec.git.push.branch is not a branch name git takes: no '..', '//', '/.', trailing '/', '.' or '.lock', not HEAD"
 	Branch string `json:"branch,omitempty"`
 	// When is Succeeded (the default) or Always.
 	// +optional

@@ -303,7 +303,10 @@ type AgentRunPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=2048
-	// +kubebuilder:validation:items:Pattern=`^[^*]*\*?$`
+	// A prefix names at least the host and the slash after it
+	// (https://git.example.com/*), so that it cannot match another host
+	// whose name starts the same (git.example.com.evil.io) or another port.
+	// +kubebuilder:validation:items:Pattern=`^(\*|https?://\*|https?://[^/*]+/[^*]*\*?|https?://[^/*]+)$`
 	AllowedGitRepositories []string `json:"allowedGitRepositories,omitempty"`
 
 	// AllowGitPlainHTTP lets a run clone an http:// repository
