@@ -38,7 +38,11 @@ func TestAdditions(t *testing.T) {
 		"unresolvable":   strings.Replace(valid["network"], `"not_allowed"`, `"unresolvable"`, 1),
 		"summary":        strings.Replace(valid["network"], `"not_allowed"}`, `"not_allowed","suppressed":7}`, 1),
 		"unmetered":      strings.Replace(valid["network"], `"not_allowed"`, `"unmetered"`, 1),
-		"meter":          strings.Replace(valid["end"], `"session_id":null}`, `"session_id":null,"meter":{"calls":1,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":false,"unmetered":2}}`, 1),
+		// The contract's other sandboxes, which another implementation
+		// writes (agentrun writes bubblewrap and none only).
+		"seatbelt": strings.Replace(valid["start"], `"bubblewrap"`, `"seatbelt"`, 1),
+		"codex":    strings.Replace(valid["start"], `"bubblewrap"`, `"codex"`, 1),
+		"meter":    strings.Replace(valid["end"], `"session_id":null}`, `"session_id":null,"meter":{"calls":1,"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens":0,"matches":false,"unmetered":2}}`, 1),
 	} {
 		if errs := Validate([]byte(line)); errs != nil {
 			t.Errorf("%s: %v", name, errs)
@@ -63,7 +67,7 @@ func TestRejects(t *testing.T) {
 		{"wrong type", "tool", `"denied":false`, `"denied":"no"`, "/denied"},
 		{"tokens not integer", "usage", `"input_tokens":3120`, `"input_tokens":3120.5`, "/input_tokens"},
 		{"bad runtime", "start", `"claude-code"`, `"gemini"`, "/runtime"},
-		{"bad sandbox", "start", `"bubblewrap"`, `"seatbelt"`, "/sandbox"},
+		{"bad sandbox", "start", `"bubblewrap"`, `"firejail"`, "/sandbox"},
 		{"bad mode", "start", `"mode":"custom"`, `"mode":"some"`, "/network/mode"},
 		{"custom without hosts", "start", `"allow":["api.anthropic.com"]`, `"allow":[]`, "/network/allow"},
 		{"full with hosts", "start", `"mode":"custom"`, `"mode":"full"`, "/network/allow"},
