@@ -124,7 +124,7 @@ func TestGet(t *testing.T) {
 		{"not found", []string{"get", "nope", "-n", cl.ns}, exitError, `agentruns.agentrun.dev "nope" not found`},
 		{"empty namespace", []string{"get", "-n", "plugin-empty-ns"}, 0, "No AgentRuns found in plugin-empty-ns namespace."},
 		{"bad selector", []string{"get", "-n", cl.ns, "-l", "a b"}, exitError, `-l "a b"`},
-		{"no such context", []string{"get", "--context", "nowhere"}, exitError, `context "nowhere" does not exist`},
+		{"no such context", []string{"get", "--context", "nowhere"}, exitNoCluster, `context "nowhere" does not exist`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := cl.plugin(c.args...)

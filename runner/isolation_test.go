@@ -121,7 +121,7 @@ func TestVisibleUnderTmp(t *testing.T) {
 	}{
 		{"/usr/local/bin/claude", nil},
 		{"/tmp/fake/claude", []string{"/tmp/fake"}},
-		{"/tmp/ci/.cache/clis/codex/node_modules/.bin/codex", []string{"/tmp/ci/.cache/clis/codex"}},
+		{"/tmp/build-7/.cache/clis/codex/node_modules/.bin/codex", []string{"/tmp/build-7/.cache/clis/codex"}},
 		{"/opt/ci/.cache/clis/pi/node_modules/.bin/pi", nil},
 	}
 	for _, tt := range tests {
