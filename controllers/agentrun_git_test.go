@@ -320,11 +320,7 @@ func TestPatchConfigMapNotOurs(t *testing.T) {
 // TestCRDGitValidation: spec.git's rules, with the messages a user sees.
 func TestCRDGitValidation(t *testing.T) {
 	c, ns := crdClient(t)
-	tests := []struct {
-		name    string
-		edit    func(*v1alpha1.AgentRunSpec)
-		wantErr string
-	}{
+	checkSpecs(t, c, ns, "g", []specCase{
 		{"a patch", gitSpec(nil), ""},
 		{"a branch", gitSpec(&v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "bots/fix-1"}), ""},
 		{"public, no credential", func(s *v1alpha1.AgentRunSpec) { s.Git = &v1alpha1.GitWorkspace{Repository: "https://github.com/a/b"} }, ""},
@@ -360,23 +356,7 @@ func TestCRDGitValidation(t *testing.T) {
 		{"HEAD as branch", gitSpec(&v1alpha1.GitPush{Mode: v1alpha1.PushBranch, Branch: "HEAD"}), "spec.git.push.branch is not a branch name git takes"},
 		{"a ref up and out", func(s *v1alpha1.AgentRunSpec) { gitSpec(nil)(s); s.Git.Ref = "main..x" }, "spec.git.ref is not a git ref name"},
 		{"a ref like an option", func(s *v1alpha1.AgentRunSpec) { gitSpec(nil)(s); s.Git.Ref = "-main" }, "spec.git.ref"},
-	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec := validSpec()
-			tt.edit(&spec)
-			run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("g%d", i), Namespace: ns}, Spec: spec}
-			err := c.Create(context.Background(), run, client.DryRunAll)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("rejected a good spec: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("accepted a bad spec; want %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("error %q\nwant it to contain %q", err, tt.wantErr)
-			}
-		})
-	}
+	})
 	// spec.git is immutable like the rest of the spec.
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "immutable", Namespace: ns}, Spec: validSpec()}
 	gitSpec(nil)(&run.Spec)

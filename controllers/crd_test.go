@@ -54,13 +54,38 @@ func TestCRDDefaults(t *testing.T) {
 	}
 }
 
+// specCase is one spec the CRD must accept (wantErr "") or refuse with a
+// message that contains wantErr.
+type specCase struct {
+	name    string
+	edit    func(*v1alpha1.AgentRunSpec)
+	wantErr string // "" = accepted
+}
+
+// checkSpecs creates each case's spec, from validSpec, as a dry run.
+func checkSpecs(t *testing.T, c client.Client, ns, prefix string, tests []specCase) {
+	t.Helper()
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := validSpec()
+			tt.edit(&spec)
+			run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", prefix, i), Namespace: ns}, Spec: spec}
+			err := c.Create(context.Background(), run, client.DryRunAll)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("rejected a good spec: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("accepted a bad spec; want %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q\nwant it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestCRDValidation(t *testing.T) {
 	c, ns := crdClient(t)
-	tests := []struct {
-		name    string
-		edit    func(*v1alpha1.AgentRunSpec)
-		wantErr string // "" = accepted
-	}{
+	tests := []specCase{
 		{"minimal", func(*v1alpha1.AgentRunSpec) {}, ""},
 		{"every runtime: codex", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeCodex }, ""},
 		{"every runtime: pi", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimePi }, ""},
@@ -170,22 +195,7 @@ func TestCRDValidation(t *testing.T) {
 				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, NodeSelector: map[string]string{"a": "b"}}
 		}, ""},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec := validSpec()
-			tt.edit(&spec)
-			run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("v%d", i), Namespace: ns}, Spec: spec}
-			err := c.Create(context.Background(), run, client.DryRunAll)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("rejected a good spec: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("accepted a bad spec; want %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("error %q\nwant it to contain %q", err, tt.wantErr)
-			}
-		})
-	}
+	checkSpecs(t, c, ns, "v", tests)
 }
 
 // TestCRDSpecImmutableFromCreation: an AgentRun is one run, so its spec
