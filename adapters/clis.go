@@ -61,3 +61,15 @@ func ParseCLIs(s string) ([]CLI, error) {
 	}
 	return out, nil
 }
+
+// ImageRuntimes are the runtimes whose CLI the runner image carries (the
+// ones that run on Kubernetes), in clis.txt's order.
+func ImageRuntimes() []string {
+	var out []string
+	for _, c := range CLIs {
+		if c.InImage {
+			out = append(out, c.Runtime)
+		}
+	}
+	return out
+}

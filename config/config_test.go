@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/adapters"
 )
 
 func kustomize(t *testing.T, dir string) []map[string]any {
@@ -199,7 +201,7 @@ func TestSamplesBuild(t *testing.T) {
 		}
 		runtimes[o["spec"].(map[string]any)["runtime"].(string)] = true
 	}
-	for _, rt := range []string{"claude-code", "codex", "pi"} {
+	for _, rt := range adapters.ImageRuntimes() {
 		if !runtimes[rt] {
 			t.Errorf("no sample for %s", rt)
 		}

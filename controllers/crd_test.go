@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
@@ -89,8 +90,7 @@ func TestCRDValidation(t *testing.T) {
 		{"minimal", func(*v1alpha1.AgentRunSpec) {}, ""},
 		{"every runtime: codex", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeCodex }, ""},
 		{"every runtime: pi", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimePi }, ""},
-		{"dsh is not in the runner image yet", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh },
-			"runtime dsh is not available on Kubernetes yet: the runner image does not carry dsh"},
+		{"every runtime: dsh", func(s *v1alpha1.AgentRunSpec) { s.Runtime = v1alpha1.RuntimeDsh }, ""},
 		{"created cancelled", func(s *v1alpha1.AgentRunSpec) { s.Stop = v1alpha1.StopGraceful }, ""},
 		{"unknown runtime", func(s *v1alpha1.AgentRunSpec) { s.Runtime = "gemini" },
 			`spec.runtime: Unsupported value: "gemini": supported values: "claude-code", "codex", "pi", "dsh"`},
@@ -353,8 +353,9 @@ func TestNewRunReadsInProgress(t *testing.T) {
 func TestSamplesAreValid(t *testing.T) {
 	c, ns := crdClient(t)
 	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "agentrun_*.yaml"))
-	if err != nil || len(files) != 3 {
-		t.Fatalf("want one sample per runtime that runs, found %v (%v)", files, err)
+	onKubernetes := adapters.ImageRuntimes()
+	if err != nil || len(files) != len(onKubernetes) {
+		t.Fatalf("want one sample per runtime on Kubernetes (%v), found %v (%v)", onKubernetes, files, err)
 	}
 	runtimes := map[v1alpha1.Runtime]bool{}
 	for _, f := range files {
@@ -372,8 +373,10 @@ func TestSamplesAreValid(t *testing.T) {
 		}
 		runtimes[run.Spec.Runtime] = true
 	}
-	if len(runtimes) != 3 {
-		t.Errorf("samples cover %v, want claude-code, codex and pi", runtimes)
+	for _, name := range onKubernetes {
+		if !runtimes[v1alpha1.Runtime(name)] {
+			t.Errorf("samples cover %v, not %s", runtimes, name)
+		}
 	}
 }
 

@@ -52,7 +52,7 @@ func (s runSpec) build(namespace string) (*v1alpha1.AgentRun, error) {
 		Spec:       v1alpha1.AgentRunSpec{Runtime: v1alpha1.Runtime(s.Runtime), Model: s.Model},
 	}
 	if s.Runtime == "" {
-		return nil, errors.New("--runtime is required: claude-code, codex or pi")
+		return nil, errors.New("--runtime is required: claude-code, codex, pi or dsh")
 	}
 	if s.Name == "" {
 		// Every run gets a fresh name and its own record
@@ -214,7 +214,7 @@ func parseCredential(s string) (v1alpha1.Credential, error) {
 // `tkn task start --showlog`; it exits with the run's outcome.
 func runCmd(ctx context.Context, e *Env, fs *pflag.FlagSet, kf *kubeFlags, args []string) int {
 	var s runSpec
-	fs.StringVar(&s.Runtime, "runtime", "", "the agent CLI: claude-code, codex or pi")
+	fs.StringVar(&s.Runtime, "runtime", "", "the agent CLI: claude-code, codex, pi or dsh")
 	fs.StringVar(&s.Model, "model", "", "the model (default: the runtime's)")
 	promptFile := fs.StringP("prompt-file", "f", "", "read the prompt from this file (- is stdin) instead of the argument")
 	fs.StringVar(&s.Name, "name", "", "the AgentRun's name (default: generated, RUNTIME-xxxxx)")

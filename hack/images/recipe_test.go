@@ -63,7 +63,7 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 	script := readFile(t, "hack/cluster-images.sh")
 	stage := lastStage(readFile(t, "runner-image/Dockerfile"))
 
-	var apt, npm, env []string
+	var apt, clis, copies, env []string
 	var user, workdir, entrypoint, from string
 	for _, ins := range stage {
 		switch {
@@ -79,10 +79,12 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 							apt = append(apt, a)
 						}
 					}
-				case len(f) > 2 && f[0] == "npm" && f[1] == "install":
-					npm = append(npm, strings.Join(f[2:], " "))
+				case len(f) > 1 && strings.HasSuffix(f[1], "/hack/install-clis.sh"):
+					clis = append(clis, strings.Join(f[1:], " "))
 				}
 			}
+		case strings.HasPrefix(ins, "COPY "):
+			copies = append(copies, ins)
 		case strings.HasPrefix(ins, "ENV "):
 			env = append(env, strings.Fields(ins[4:])...)
 		case strings.HasPrefix(ins, "USER "):
@@ -101,15 +103,31 @@ func TestRunnerRecipeMatchesDockerfile(t *testing.T) {
 		}
 	}
 	same("apt packages", apt, shellArray(t, script, "runner_apt_packages"))
-	// Both install adapters/clis.txt's lines marked for the image, read by
-	// the same expression: no version is written anywhere else.
-	const pick = `awk '/^[^#]/ {if ($5 == "yes") print $2 "@" $3}'`
-	if len(npm) != 1 || !strings.Contains(npm[0], "$("+pick+" /tmp/agentrun-clis.txt)") ||
-		!slices.Contains(stage, "COPY adapters/clis.txt /tmp/agentrun-clis.txt") {
-		t.Errorf("Dockerfile: npm install %q does not install adapters/clis.txt's image CLIs (%s)", npm, pick)
+	// Both install adapters/clis.txt's lines marked for the image with
+	// hack/install-clis.sh (so a CLI with a committed lock, dsh, is
+	// installed from it), picked by the same expression: no version is
+	// written anywhere else.
+	const pick = `awk '/^[^#]/ {if ($5 == "yes") print $1}'`
+	if len(clis) != 1 || !strings.Contains(clis[0], "$("+pick+" /tmp/agentrun-clis/adapters/clis.txt)") {
+		t.Errorf("Dockerfile: %q does not install adapters/clis.txt's image CLIs with hack/install-clis.sh (%s)", clis, pick)
 	}
-	if !strings.Contains(script, "runner_npm_packages=($("+pick+` "$root/adapters/clis.txt"))`) {
-		t.Errorf("hack/cluster-images.sh: runner_npm_packages is not adapters/clis.txt's image CLIs (%s)", pick)
+	for _, c := range []string{"COPY adapters/clis.txt /tmp/agentrun-clis/adapters/clis.txt", "COPY hack/install-clis.sh /tmp/agentrun-clis/hack/install-clis.sh", "COPY hack/clis /tmp/agentrun-clis/hack/clis"} {
+		if !slices.Contains(copies, c) {
+			t.Errorf("Dockerfile lacks %q (hack/install-clis.sh reads it)", c)
+		}
+	}
+	if !strings.Contains(script, "runner_clis=($("+pick+` "$root/adapters/clis.txt"))`) ||
+		!strings.Contains(script, `"$root/hack/install-clis.sh" "${runner_clis[@]}"`) {
+		t.Errorf("hack/cluster-images.sh: runner_clis is not adapters/clis.txt's image CLIs (%s) installed by hack/install-clis.sh", pick)
+	}
+	// The same binaries of this repository: agentrun and the sandbox's init.
+	if !slices.Contains(copies, "COPY --from=build /out/agentrun /out/agentrun-sandbox-init /usr/local/bin/") {
+		t.Errorf("Dockerfile: agentrun and agentrun-sandbox-init are not copied to /usr/local/bin")
+	}
+	for _, pkg := range []string{"./cmd/agentrun ", "./cmd/agentrun-sandbox-init"} {
+		if !strings.Contains(script, pkg) {
+			t.Errorf("hack/cluster-images.sh does not build %s", pkg)
+		}
 	}
 	same("environment", env, shellArray(t, script, "runner_env"))
 	if got := shellVar(t, script, "runner_user"); got != user {

@@ -12,29 +12,37 @@ import (
 )
 
 // TestOpenAIRuntimeAgentRuns: the same road for the other runtimes: the
-// real pi and codex CLIs in the Pod, in bubblewrap, against the mock's Chat
-// Completions and Responses APIs through the filter proxy; the status has
-// the mock's token counts, the cost (pi's from the prices the run gives it;
-// codex reports none) and the result.
+// real pi, codex and dsh CLIs in the Pod, in bubblewrap, against the mock's
+// Chat Completions and Responses APIs through the filter proxy; the status
+// has the mock's token counts, the cost (pi's from the prices the run
+// gives it; codex and dsh report none) and the result.
 func TestOpenAIRuntimeAgentRuns(t *testing.T) {
 	for _, tt := range []struct {
 		runtime string
 		cost    bool
+		// keyEnv and baseURLEnv are the runtime's variables of the API key
+		// and the endpoint.
+		keyEnv, baseURLEnv string
 		// verify ties the stream's usage to the mock's ledger: pi reports
 		// every call, codex once per turn.
 		verify func([]events.Event, []mockmodel.Call) []error
 	}{
-		{runtime: "pi", cost: true, verify: func(s []events.Event, l []mockmodel.Call) []error { return mockmodel.VerifyUsage(s, l, false) }},
-		{runtime: "codex", verify: mockmodel.VerifyTurnUsage},
+		{runtime: "pi", cost: true, keyEnv: "OPENAI_API_KEY", baseURLEnv: "OPENAI_BASE_URL",
+			verify: func(s []events.Event, l []mockmodel.Call) []error { return mockmodel.VerifyUsage(s, l, false) }},
+		{runtime: "codex", keyEnv: "OPENAI_API_KEY", baseURLEnv: "OPENAI_BASE_URL", verify: mockmodel.VerifyTurnUsage},
+		// dsh (per step, like pi) runs under the Node 24 the image carries
+		// for it.
+		{runtime: "dsh", keyEnv: "DEEPSEEK_API_KEY", baseURLEnv: "DEEPSEEK_BASE_URL",
+			verify: func(s []events.Event, l []mockmodel.Call) []error { return mockmodel.VerifyUsage(s, l, false) }},
 	} {
 		t.Run(tt.runtime, func(t *testing.T) {
 			t.Parallel()
 			srv, port := startMock(t, mockmodel.Options{})
 			name := "e2e-" + tt.runtime
 			applied := agentRun{name: name, runtime: tt.runtime, model: "gpt-test", timeout: "5m", port: port,
-				prompt: "scenario:tool write it", keyEnv: "OPENAI_API_KEY",
+				prompt: "scenario:tool write it", keyEnv: tt.keyEnv,
 				env: map[string]string{
-					"OPENAI_BASE_URL":        "http://" + mockHost + ":" + strconv.Itoa(port) + "/v1",
+					tt.baseURLEnv:            "http://" + mockHost + ":" + strconv.Itoa(port) + "/v1",
 					"AGENTRUN_MODEL_RETRIES": "1",
 					"AGENTRUN_PI_COST":       "input=1.25,output=10,cache_read=0.125,cache_write=0",
 				}}.apply(t)

@@ -69,7 +69,7 @@ network mode full and a 2h timeout; custom starts empty.
 {{- $spec := dict -}}
 {{- if has .Values.policy.preset (list "standard" "strict") -}}
 {{- $keys := include "agentrun.injectingKeys" . | fromJsonArray -}}
-{{- $spec = dict "allowedRuntimes" (list "claude-code" "codex" "pi") "allowedImages" (list (include "agentrun.runnerImage" .)) "allowSandboxNone" false "allowNetworkFull" true "allowedServiceAccounts" (list "default") "allowedLabels" (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/priority-class") "deniedLabels" $keys "deniedAnnotations" $keys "allowedSecrets" (list "*") "allowedConfigMaps" (list "*") "allowedVolumeClaims" (list "*") "deniedEnv" (list "PATH" "LD_*" "GCONV_PATH" "GODEBUG" "GOTRACEBACK" "SSL_CERT_FILE" "SSL_CERT_DIR" "TMPDIR" "HOME" "AGENTRUN_SANDBOX_*" "AGENTRUN_PROMPT" "AGENTRUN_GIT_TOKEN") "allowedGitRepositories" (list "https://*") "allowedGitBranchPrefixes" (list "agentrun/") -}}
+{{- $spec = dict "allowedRuntimes" (list "claude-code" "codex" "pi" "dsh") "allowedImages" (list (include "agentrun.runnerImage" .)) "allowSandboxNone" false "allowNetworkFull" true "allowedServiceAccounts" (list "default") "allowedLabels" (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/priority-class") "deniedLabels" $keys "deniedAnnotations" $keys "allowedSecrets" (list "*") "allowedConfigMaps" (list "*") "allowedVolumeClaims" (list "*") "deniedEnv" (list "PATH" "LD_*" "GCONV_PATH" "GODEBUG" "GOTRACEBACK" "SSL_CERT_FILE" "SSL_CERT_DIR" "TMPDIR" "HOME" "AGENTRUN_SANDBOX_*" "AGENTRUN_PROMPT" "AGENTRUN_GIT_TOKEN") "allowedGitRepositories" (list "https://*") "allowedGitBranchPrefixes" (list "agentrun/") -}}
 {{- end -}}
 {{- if eq .Values.policy.preset "strict" -}}
 {{- $_ := set $spec "allowNetworkFull" false -}}
