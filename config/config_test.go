@@ -139,8 +139,13 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"agentrun.dev/agentruns":        "get,list,watch",
+		// delete: the ended runs of namespaces that opt in to records
+		// that expire (controllers/records.go), and no other.
+		"agentrun.dev/agentruns":        "delete,get,list,watch",
 		"agentrun.dev/agentruns/status": "get,patch,update",
+		// The Namespace's opt-in annotations: get only (a Role in the
+		// namespace grants it), never list or watch.
+		"/namespaces": "get",
 		// The Job's owner reference blocks the run's deletion
 		// (blockOwnerDeletion), which clusters enforcing owner
 		// references allow only to who may update the owner's

@@ -103,6 +103,7 @@ type harness struct {
 	t      *testing.T
 	ctx    context.Context
 	c      client.Client // uncached, for the test's own reads and writes
+	cfg    *rest.Config  // the API server's
 	ns     string
 	clock  *clocktesting.FakeClock
 	logs   *fakeLogs
@@ -120,7 +121,12 @@ type harness struct {
 // newHarness makes a namespace and starts a controller for it.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	cfg := apiServer(t)
+	return newHarnessOn(t, apiServer(t))
+}
+
+// newHarnessOn is newHarness on another API server than the shared one.
+func newHarnessOn(t *testing.T, cfg *rest.Config) *harness {
+	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +141,7 @@ func newHarness(t *testing.T) *harness {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: ctx, c: c, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
+	h := &harness{t: t, ctx: ctx, c: c, cfg: cfg, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
 		logs:   &fakeLogs{logs: map[string]fakeLog{}},
 		graces: Graces{Startup: time.Minute, Unschedulable: 5 * time.Minute, Deletion: time.Minute, EventLog: time.Minute, SandboxProfile: time.Minute},
 		port:   freeLoopbackPort(t), intervals: LiveIntervals{Usage: time.Nanosecond, Progress: time.Nanosecond}}
@@ -149,7 +155,7 @@ func (h *harness) start() {
 	h.t.Helper()
 	cacheOpts := CacheOptions()
 	cacheOpts.DefaultNamespaces = map[string]cache.Config{h.ns: {}}
-	mgr, err := ctrl.NewManager(envCfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(h.cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -173,6 +179,11 @@ func (h *harness) start() {
 	}
 	b := &BudgetReconciler{Client: mgr.GetClient(), Clock: h.clock, Live: h.live, Prices: h.prices, Interval: time.Nanosecond}
 	if err := b.SetupWithManager(mgr); err != nil {
+		h.t.Fatal(err)
+	}
+	rec := &RecordsReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorderFor("agentrun-records"), Clock: h.clock}
+	if err := rec.SetupWithManager(mgr); err != nil {
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(h.ctx)

@@ -924,3 +924,19 @@ type AgentRunList struct {
 func init() {
 	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
 }
+
+// Records that expire: a namespace opts in with these annotations on the
+// Namespace object (set by whoever may edit it, usually the cluster
+// admin), and the manager then deletes the namespace's ended AgentRuns it
+// no longer needs to keep (docs/kubernetes/records.md). Without them every
+// AgentRun stays, as GitOps needs: agentrun never deletes a run that Argo
+// CD or Flux tracks, nor one that an AgentBudget's current window still
+// counts.
+const (
+	// AnnotationRecordsTTLAfterEnd is a duration (720h, say, from 1m to
+	// 87600h): an ended run is deleted this long after its end.
+	AnnotationRecordsTTLAfterEnd = "agentrun.dev/records-ttl-after-end"
+	// AnnotationRecordsHistoryLimit is a count (0 to 100000): only the
+	// newest ended runs, by their end, are kept.
+	AnnotationRecordsHistoryLimit = "agentrun.dev/records-history-limit"
+)

@@ -390,6 +390,11 @@ func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
 	if err := budgets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the budget controller: %w", err)
 	}
+	records := &controllers.RecordsReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorderFor("agentrun-records"), Clock: clock.RealClock{}}
+	if err := records.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the records controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -294,6 +294,16 @@ func TestNamespacedManagerWithLeastPrivilege(t *testing.T) {
 		}
 		return ""
 	})
+	// The records controller reads its namespaces' annotations: the Role
+	// grants get on the watched Namespace object, and on no other.
+	asManager, err := client.New(user.Config(), client.Options{Scheme: newScheme()})
+	must(err)
+	if err := asManager.Get(ctx, client.ObjectKey{Name: "watched"}, &corev1.Namespace{}); err != nil {
+		t.Errorf("the manager cannot get its watched Namespace: %v", err)
+	}
+	if err := asManager.Get(ctx, client.ObjectKey{Name: "other"}, &corev1.Namespace{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the manager's get of another Namespace: %v, want forbidden", err)
+	}
 	err = k.Get(ctx, client.ObjectKey{Namespace: "other", Name: "hello"}, &batchv1.Job{})
 	must(k.Get(ctx, client.ObjectKey{Namespace: "other", Name: "hello"}, run))
 	if !apierrors.IsNotFound(err) || run.Status.Phase != "" {
