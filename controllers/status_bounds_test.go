@@ -3,12 +3,16 @@ package controllers
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
@@ -167,4 +171,57 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	if mf := out.(*v1alpha1.AgentRun).ManagedFields; len(mf) != 0 {
 		t.Errorf("managedFields %v kept", mf)
 	}
+}
+
+// TestStatusTooLargeIsTrimmed: the API server's own refusal. On an API
+// server whose etcd takes requests of at most 300 KiB, a run whose spec
+// and annotations are large (the 192 KiB prompt, 72 KiB of annotations:
+// fields the user controls) ends with a 32 KiB result and 64 models:
+// the full status is refused as too large, and the trimmed one is written
+// (no result, no by-model split), so the run still ends, with a Warning
+// Event saying what was left out.
+func TestStatusTooLargeIsTrimmed(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		apiServer(t) // fails with the message that says how to set it
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	env.ControlPlane.Etcd = &envtest.Etcd{}
+	env.ControlPlane.Etcd.Configure().Set("max-request-bytes", strconv.Itoa(300<<10))
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	h := newHarnessOn(t, cfg)
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "large", Namespace: h.ns,
+		Annotations: map[string]string{"example.com/notes": strings.Repeat("n", 72<<10)}},
+		Spec: v1alpha1.AgentRunSpec{Runtime: v1alpha1.RuntimeClaudeCode, Prompt: v1alpha1.PromptSource{Text: ptr.To(strings.Repeat("p", 196608))}}}
+	if err := h.c.Create(h.ctx, run); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	pod := h.startPod(h.job("large"))
+	end := anEnd(strings.Repeat("r", 40<<10))
+	for i := range v1alpha1.MaxByModel {
+		end.Usage.AddModel(fmt.Sprintf("model-with-a-rather-long-name-%03d", i), events.TokenCounts{InputTokens: events.Int64(int64(i + 1))})
+	}
+	h.logs.set(h.ns, pod.Name, append(endLine(end), '\n'), nil)
+	h.setStatus(pod, agentExited(h.clock.Now(), 0, "Completed", message(end), true))
+	got := h.phaseIs("large", v1alpha1.PhaseSucceeded)
+	st := got.Status
+	if st.Result != nil || !st.ResultTruncated || st.Usage == nil || st.Usage.ByModel != nil || !st.Usage.ByModelTruncated ||
+		st.Usage.TotalTokens == nil || *st.Usage.TotalTokens != *end.Usage.Total() || st.EndStatus != events.StatusFinished {
+		t.Errorf("status after the refusal: result %v (truncated %v), usage %+v, endStatus %q", st.Result != nil, st.ResultTruncated, st.Usage, st.EndStatus)
+	}
+	h.eventually("a StatusTrimmed Event", func() string {
+		for _, e := range h.events("large") {
+			if strings.HasPrefix(e, "Warning/StatusTrimmed: the API server refused the status as too large") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("events %q", h.events("large"))
+	})
 }
