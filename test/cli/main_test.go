@@ -1,6 +1,7 @@
-// Package cli tests the built agentrun binary end to end: the real
-// claude-code CLI (installed by hack/setup.sh) against the project's mock
-// model on 127.0.0.1, and hand-written fake CLIs for bad input.
+// Package cli tests the built agentrun binary end to end: the real agent
+// CLIs (installed by hack/setup.sh; one cliRuntime row each, see
+// runtimes_test.go) against the project's mock model on 127.0.0.1, and
+// hand-written fake CLIs for bad input.
 package cli
 
 import (
