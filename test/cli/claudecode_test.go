@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,19 +17,14 @@ import (
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
-// TestClaudeCodeScenarios runs the real claude-code CLI through agentrun run
-// for every mock scenario and checks the unified events.
-func TestClaudeCodeScenarios(t *testing.T) {
-	tests := []struct {
-		scenario string
-		types    string // "" when timing makes the order vary; see check
-		status   string
-		exitCode int // claude-code's exit code in end.exit_code
-		agentrun int // agentrun's own exit code
-		result   string
-		detail   string // prefix
-		check    func(t *testing.T, r *mockRun)
-	}{
+// claudeCodeCLI is the real claude-code CLI's row of cliRuntimes.
+var claudeCodeCLI = cliRuntime{
+	name: "claude-code", model: "sonnet",
+	keyVar: "ANTHROPIC_API_KEY", baseVar: "ANTHROPIC_BASE_URL", retries: "CLAUDE_CODE_MAX_RETRIES=1",
+	echoesPrompt: true, runTimeout: 3 * time.Minute,
+	networkInTypes: true, detailPrefix: true,
+	checkStart: checkStart, checkCost: checkClaudeCodeCost,
+	scenarios: []cliScenario{
 		{scenario: "tool", types: "start prompt tool_start usage tool text usage end", status: "finished",
 			result: "Done: wrote hello.txt", check: func(t *testing.T, r *mockRun) {
 				tool := eventstest.Find[*events.Tool](r.events)
@@ -53,51 +47,28 @@ func TestClaudeCodeScenarios(t *testing.T) {
 					t.Errorf("denied: %+v", tool)
 				}
 			}},
-		{scenario: "error401", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, detail: "Invalid API key"},
-		{scenario: "error500", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, detail: "API Error: 500"},
+		{scenario: "error401", types: "start prompt end", status: "failed", exitCode: 1, detail: "Invalid API key"},
+		{scenario: "error500", types: "start prompt end", status: "failed", exitCode: 1, detail: "API Error: 500"},
+	},
+	interruptAfter: 4 * time.Second, timeout: 4,
+	timedOut: func(t *testing.T, r *mockRun) {
+		// What was received before the timeout is kept.
+		if eventstest.Find[*events.Prompt](r.events) == nil {
+			t.Errorf("the prompt event is missing: %s", r.types())
+		}
+	},
+}
+
+// checkClaudeCodeCost: the cost is the CLI's own total; null when it
+// reported no model usage.
+func checkClaudeCodeCost(t *testing.T, _ *cliRuntime, r *mockRun, status string) {
+	t.Helper()
+	end := r.end()
+	if want := lastResultCost(r.raw); status == "finished" && (want == nil || end.Usage.CostUSD == nil || *end.Usage.CostUSD != *want) {
+		t.Errorf("end cost %v, the CLI's total_cost_usd %v", end.Usage.CostUSD, want)
 	}
-	for _, tt := range tests {
-		t.Run(tt.scenario, func(t *testing.T) {
-			r := runScenario(t, tt.scenario, mockmodel.Options{})
-			end := r.end()
-			if end == nil {
-				t.Fatalf("no end event; stderr:\n%s", r.stderr)
-			}
-			// The proxy reports the one allowed destination, the mock, as
-			// the first thing the CLI does. A model call the CLI cut and
-			// retried itself (seen once on a loaded machine) adds a usage
-			// event; the ledger says so.
-			want := strings.Replace(tt.types, "start ", "start network ", 1)
-			if mockmodel.Retried(r.srv.Ledger()) {
-				t.Logf("the CLI retried a model call; types %s", r.types())
-			} else if tt.types != "" && r.types() != want {
-				t.Errorf("types:\n got %s\nwant %s", r.types(), want)
-			}
-			if end.Status != tt.status || end.ExitCode == nil || *end.ExitCode != tt.exitCode || r.exit != tt.agentrun {
-				t.Errorf("end %s exit_code %v, agentrun exit %d; want %s %d %d (detail %q)", end.Status, end.ExitCode, r.exit, tt.status, tt.exitCode, tt.agentrun, end.Detail)
-			}
-			if !strings.HasPrefix(end.Detail, tt.detail) {
-				t.Errorf("detail %q, want prefix %q", end.Detail, tt.detail)
-			}
-			if (tt.result == "") != (end.Result == nil) || (end.Result != nil && *end.Result != tt.result) {
-				t.Errorf("result %v, want %q", end.Result, tt.result)
-			}
-			for _, err := range mockmodel.VerifyUsage(r.events, r.srv.Ledger(), false) {
-				t.Error(err)
-			}
-			// Cost is the CLI's own total; null when it reported no model usage.
-			if want := lastResultCost(r.raw); tt.status == "finished" && (want == nil || end.Usage.CostUSD == nil || *end.Usage.CostUSD != *want) {
-				t.Errorf("end cost %v, the CLI's total_cost_usd %v", end.Usage.CostUSD, want)
-			}
-			if tt.status == "failed" && end.Usage.CostUSD != nil {
-				t.Errorf("cost %v with empty modelUsage, want null", *end.Usage.CostUSD)
-			}
-			checkStart(t, r.result)
-			checkRawReplays(t, r.result, true)
-			if tt.check != nil {
-				tt.check(t, r)
-			}
-		})
+	if status == "failed" && end.Usage.CostUSD != nil {
+		t.Errorf("cost %v with empty modelUsage, want null", *end.Usage.CostUSD)
 	}
 }
 
@@ -127,8 +98,8 @@ func checkSubagent(t *testing.T, r *mockRun) {
 	}
 }
 
-// checkStart checks the start event of a real run.
-func checkStart(t *testing.T, r *result) {
+// checkStart checks the start event of a real claude-code run.
+func checkStart(t *testing.T, _ *cliRuntime, r *result) {
 	start, ok := r.events[0].(*events.Start)
 	if !ok {
 		t.Fatalf("first event %T", r.events[0])
@@ -136,7 +107,7 @@ func checkStart(t *testing.T, r *result) {
 	if start.Runtime != "claude-code" || start.Model == nil || *start.Model != "sonnet" {
 		t.Errorf("start = %+v", start)
 	}
-	want := []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES", "ANTHROPIC_BASE_URL"}
+	want := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_MAX_RETRIES"}
 	if strings.Join(start.Env, ",") != strings.Join(want, ",") {
 		t.Errorf("start.env = %v, want only the names %v", start.Env, want)
 	}
@@ -154,46 +125,6 @@ func checkStart(t *testing.T, r *result) {
 	if start.Cwd != real {
 		t.Errorf("cwd %q, want %q", start.Cwd, real)
 	}
-}
-
-func TestClaudeCodeInterruptAndTimeout(t *testing.T) {
-	t.Run("SIGINT to agentrun", func(t *testing.T) {
-		srv, _ := mockmodel.Start(mockmodel.Options{})
-		defer srv.Close()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir()), prompt: "scenario:slow tell a story",
-			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGINT)})
-		end := r.end()
-		if end == nil || end.Status != events.StatusInterrupted || r.exit != 130 || end.Detail != "" {
-			t.Fatalf("end %+v, agentrun exit %d; want interrupted, 130", end, r.exit)
-		}
-	})
-	t.Run("SIGTERM to agentrun", func(t *testing.T) {
-		srv, _ := mockmodel.Start(mockmodel.Options{})
-		defer srv.Close()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir()), prompt: "scenario:slow tell a story",
-			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}, signal: interruptAfter(4*time.Second, syscall.SIGTERM)})
-		if end := r.end(); end == nil || end.Status != events.StatusInterrupted {
-			t.Fatalf("end %+v; want interrupted", end)
-		}
-	})
-	t.Run("timeout", func(t *testing.T) {
-		srv, _ := mockmodel.Start(mockmodel.Options{})
-		defer srv.Close()
-		start := time.Now()
-		r := runAgentrun(t, invocation{args: append(claudeArgs(t, srv, true), "--cwd", t.TempDir(), "--timeout", "4"), prompt: "scenario:slow tell a story",
-			env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
-		end := r.end()
-		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 4 reached" || r.exit != 124 {
-			t.Fatalf("end %+v, exit %d; want timeout with detail --timeout 4 reached", end, r.exit)
-		}
-		if took := time.Since(start); took > 30*time.Second {
-			t.Errorf("the timeout took %s to stop the run", took)
-		}
-		// What was received before the timeout is kept.
-		if eventstest.Find[*events.Prompt](r.events) == nil {
-			t.Errorf("the prompt event is missing: %s", r.types())
-		}
-	})
 }
 
 func TestClaudeCodeLimits(t *testing.T) {
@@ -267,7 +198,7 @@ func TestClaudeCodeSessionResume(t *testing.T) {
 // TestClaudeCodeWithoutSandbox: --sandbox none talks to the mock directly
 // and says so.
 func TestClaudeCodeWithoutSandbox(t *testing.T) {
-	r := runScenarioIn(t, "tool", mockmodel.Options{}, false)
+	r := runScenarioUnsandboxed(t, "tool", mockmodel.Options{})
 	end := r.end()
 	if end == nil || end.Status != "finished" || end.Result == nil || *end.Result != "Done: wrote hello.txt" {
 		t.Fatalf("end %+v", end)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,28 +17,16 @@ import (
 // metadata for it (and warns about nothing).
 const codexModel = "gpt-5.5"
 
-func codexBin(t *testing.T) string { return cliBin(t, "codex", "AGENTRUN_CODEX_BIN", "codex") }
-
-func codexRun(t *testing.T, prompt string, inv invocation, extra ...string) *mockRun {
-	t.Helper()
-	return openAIRun(t, "codex", codexModel, "AGENTRUN_CODEX_BIN", codexBin(t), prompt, extra, inv)
-}
-
-// TestCodexScenarios runs the real codex CLI through agentrun run, in the
-// sandbox, against the mock's Responses API through the proxy, and checks
-// the unified events.
-func TestCodexScenarios(t *testing.T) {
-	tests := []struct {
-		scenario string
-		types    string // without network events (checkNetwork); " | " between orders timing may give
-		status   string
-		exitCode int // codex's
-		agentrun int
-		result   string
-		detail   string // prefix
-		calls    [2]int // the least and most model calls the mock served
-		check    func(t *testing.T, r *mockRun)
-	}{
+// codexCLI is the real codex CLI's row of cliRuntimes: the mock's
+// Responses API.
+var codexCLI = cliRuntime{
+	name: "codex", model: codexModel,
+	keyVar: "OPENAI_API_KEY", baseVar: "OPENAI_BASE_URL", basePath: "/v1", retries: "AGENTRUN_MODEL_RETRIES=1",
+	echoesPrompt: false, detailPrefix: true,
+	// One usage per turn: the sum of the turn's calls, the input without
+	// the cached tokens, the --model value, no cost.
+	turnUsage: true, checkCost: usageModelNoCost, checkStart: checkRunStart,
+	scenarios: []cliScenario{
 		{scenario: "tool", types: "start prompt tool_start tool text usage end", status: "finished", result: "Done: wrote hello.txt", calls: [2]int{2, 2},
 			check: func(t *testing.T, r *mockRun) {
 				tool := eventstest.Find[*events.Tool](r.events)
@@ -74,97 +61,19 @@ func TestCodexScenarios(t *testing.T) {
 		// AGENTRUN_MODEL_RETRIES=1 caps codex's request and stream retries
 		// at one each: 2 calls for a 401, 4 for a 500 (not codex's 5 and 4
 		// with back-off).
-		{scenario: "error401", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, calls: [2]int{2, 2},
+		{scenario: "error401", types: "start prompt end", status: "failed", exitCode: 1, calls: [2]int{2, 2},
 			detail: "unexpected status 401 Unauthorized: mockmodel: Incorrect API key provided."},
-		{scenario: "error500", types: "start prompt end", status: "failed", exitCode: 1, agentrun: 1, calls: [2]int{2, 4},
+		{scenario: "error500", types: "start prompt end", status: "failed", exitCode: 1, calls: [2]int{2, 4},
 			detail: "We’re currently experiencing high demand"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.scenario, func(t *testing.T) {
-			r := codexRun(t, "scenario:"+tt.scenario+" please", invocation{})
-			end := r.end()
-			if end == nil {
-				t.Fatalf("no end event; stderr:\n%s", r.stderr)
-			}
-			if got := r.withoutNetwork(); !slices.Contains(strings.Split(tt.types, " | "), got) {
-				t.Errorf("types:\n got %s\nwant %s", got, tt.types)
-			}
-			checkNetwork(t, r)
-			if end.Status != tt.status || end.ExitCode == nil || *end.ExitCode != tt.exitCode || r.exit != tt.agentrun {
-				t.Errorf("end %s exit_code %v, agentrun exit %d; want %s %d %d (detail %q)", end.Status, end.ExitCode, r.exit, tt.status, tt.exitCode, tt.agentrun, end.Detail)
-			}
-			if !strings.HasPrefix(end.Detail, tt.detail) {
-				t.Errorf("detail %q, want prefix %q", end.Detail, tt.detail)
-			}
-			if (tt.result == "") != (end.Result == nil) || (end.Result != nil && *end.Result != tt.result) {
-				t.Errorf("result %v, want %q", end.Result, tt.result)
-			}
-			ledger := r.srv.Ledger()
-			if n := len(ledger); n < tt.calls[0] || n > tt.calls[1] {
-				t.Errorf("the mock served %d calls, want %d to %d", n, tt.calls[0], tt.calls[1])
-			}
-			// One usage per turn: the sum of the turn's calls, the input
-			// without the cached tokens, the --model value, no cost.
-			for _, err := range mockmodel.VerifyTurnUsage(r.events, ledger) {
-				t.Error(err)
-			}
-			for _, e := range r.events {
-				if u, ok := e.(*events.Usage); ok && (u.Model == nil || *u.Model != codexModel || u.CostUSD != nil) {
-					t.Errorf("usage model %v cost %v", u.Model, u.CostUSD)
-				}
-			}
-			checkOpenAIStart(t, r.result, "codex", codexModel)
-			checkRawReplays(t, r.result, false)
-			if tt.check != nil {
-				tt.check(t, r)
-			}
-		})
-	}
-}
-
-// checkOpenAIStart checks the start and prompt events of a codex or pi run.
-func checkOpenAIStart(t *testing.T, r *result, runtime, model string) {
-	t.Helper()
-	start, ok := r.events[0].(*events.Start)
-	if !ok {
-		t.Fatalf("first event %T", r.events[0])
-	}
-	if start.Runtime != runtime || start.Model == nil || *start.Model != model || start.Sandbox != "bubblewrap" || !start.Network.Enforced {
-		t.Errorf("start %+v", start)
-	}
-	if want := []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTRUN_MODEL_RETRIES"}; len(start.Env) < 3 || !slices.Equal(start.Env[:3], want) {
-		t.Errorf("start.env %v, want the names %v first", start.Env, want)
-	}
-	if strings.Contains(strings.Join(start.Argv, " "), "please") || strings.Contains(string(r.stdout[:200]), "test-key") {
-		t.Errorf("start shows the prompt or a value: %v", start.Argv)
-	}
-	if p := eventstest.Find[*events.Prompt](r.events); p == nil || !strings.HasPrefix(p.Text, "scenario:") || len(p.Images) != 0 {
-		t.Errorf("prompt %+v", p)
-	}
-}
-
-func TestCodexInterruptAndTimeout(t *testing.T) {
-	t.Run("SIGINT to agentrun", func(t *testing.T) {
-		r := codexRun(t, "scenario:slow tell a story", invocation{signal: interruptAfter(8*time.Second, syscall.SIGINT)})
-		end := r.end()
-		if end == nil || end.Status != events.StatusInterrupted || r.exit != 130 || end.Detail != "" {
-			t.Fatalf("end %+v, agentrun exit %d; want interrupted, 130", end, r.exit)
-		}
+	},
+	interruptAfter: 8 * time.Second, timeout: 8,
+	interrupted: func(t *testing.T, r *mockRun) {
 		// codex exits 1 on SIGINT without a closing event.
-		if end.ExitCode == nil || *end.ExitCode != 1 {
-			t.Errorf("exit_code %v, want codex's 1", end.ExitCode)
+		if end := r.end(); end.ExitCode == nil || *end.ExitCode != 1 {
+			t.Errorf("exit_code %s, want codex's 1", show(end.ExitCode))
 		}
-	})
-	t.Run("timeout", func(t *testing.T) {
-		start := time.Now()
-		r := codexRun(t, "scenario:slow tell a story", invocation{}, "--timeout", "8")
-		end := r.end()
-		if end == nil || end.Status != events.StatusTimeout || end.Detail != "--timeout 8 reached" || r.exit != 124 {
-			t.Fatalf("end %+v, exit %d; want timeout with detail --timeout 8 reached", end, r.exit)
-		}
-		if took := time.Since(start); took > 30*time.Second {
-			t.Errorf("the timeout took %s to stop the run", took)
-		}
+	},
+	timedOut: func(t *testing.T, r *mockRun) {
 		if got := r.withoutNetwork(); got != "start prompt end" {
 			t.Errorf("types %s", got)
 		}
@@ -177,7 +86,7 @@ func TestCodexInterruptAndTimeout(t *testing.T) {
 				t.Errorf("a call was answered: %+v", c)
 			}
 		}
-	})
+	},
 }
 
 // TestCodexNoSubagents: --no-subagents takes codex's multi-agent tools
@@ -187,16 +96,11 @@ func TestCodexInterruptAndTimeout(t *testing.T) {
 func TestCodexNoSubagents(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		var log strings.Builder
-		srv, err := mockmodel.Start(mockmodel.Options{RequestLog: &log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := append(openAIArgs(srv, "codex", "gpt-test"), "--cwd", t.TempDir())
+		var extra []string
 		if off {
-			args = append(args, "--no-subagents")
+			extra = append(extra, "--no-subagents")
 		}
-		r := runAgentrun(t, invocation{args: args, prompt: "scenario:tool go", env: []string{"AGENTRUN_CODEX_BIN=" + codexBin(t)}})
-		srv.Close()
+		r := codexCLI.withModel("gpt-test").run(t, "scenario:tool go", mockmodel.Options{RequestLog: &log}, invocation{}, extra...)
 		if end := r.end(); end == nil || end.Status != "finished" {
 			t.Fatalf("end %+v", end)
 		}

@@ -89,37 +89,6 @@ func runText(t *testing.T, args []string, stdin []byte, env []string, timeout ti
 	return r
 }
 
-// loopbackCLI is how each real CLI is pointed at a model on this
-// machine's loopback: the obvious --env of its base URL.
-type loopbackCLI struct {
-	runtime, model, binEnv string
-	bin                    func(*testing.T) string
-	env                    func(base string) []string // the --env values
-}
-
-var loopbackCLIs = []loopbackCLI{
-	{"claude-code", "sonnet", "AGENTRUN_CLAUDE_BIN", claudeBin, func(base string) []string {
-		return []string{"ANTHROPIC_API_KEY=test-key", "CLAUDE_CODE_MAX_RETRIES=1", "ANTHROPIC_BASE_URL=" + base}
-	}},
-	{"codex", codexModel, "AGENTRUN_CODEX_BIN", codexBin, func(base string) []string {
-		return []string{"OPENAI_API_KEY=test-key", "AGENTRUN_MODEL_RETRIES=1", "OPENAI_BASE_URL=" + base + "/v1"}
-	}},
-	{"pi", piModel, "AGENTRUN_PI_BIN", piBin, func(base string) []string {
-		return []string{"OPENAI_API_KEY=test-key", "AGENTRUN_MODEL_RETRIES=1", "OPENAI_BASE_URL=" + base + "/v1"}
-	}},
-	{"dsh", dshModel, "AGENTRUN_DSH_BIN", dshBin, func(base string) []string {
-		return []string{"DEEPSEEK_API_KEY=test-key", "AGENTRUN_MODEL_RETRIES=1", "DEEPSEEK_BASE_URL=" + base + "/v1"}
-	}},
-}
-
-func (c loopbackCLI) args(t *testing.T, base, ws string, extra ...string) []string {
-	a := []string{"--runtime", c.runtime, "--model", c.model, "--cwd", ws}
-	for _, e := range c.env(base) {
-		a = append(a, "--env", e)
-	}
-	return append(a, extra...)
-}
-
 // TestLoopbackModel: the obvious command reaches a model on this
 // machine's loopback for every real CLI (claude-code, codex, pi, dsh): the base URL on 127.0.0.1 (or
 // localhost) with --env, that host and port allowed with --allow-host.
@@ -128,23 +97,23 @@ func (c loopbackCLI) args(t *testing.T, base, ws string, extra ...string) []stri
 // the sandbox's empty loopback); with --in-pod an entry for the loopback
 // is refused before the run.
 func TestLoopbackModel(t *testing.T) {
-	for _, c := range loopbackCLIs {
-		t.Run(c.runtime, func(t *testing.T) {
+	for _, c := range cliRuntimes {
+		t.Run(c.name, func(t *testing.T) {
 			srv, err := mockmodel.Start(mockmodel.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer srv.Close()
 			u, _ := url.Parse(srv.URL())
-			env := []string{c.binEnv + "=" + c.bin(t)}
+			env := []string{c.binEnv() + "=" + c.bin(t)}
 			hosts := []string{"127.0.0.1"}
-			if c.runtime == "claude-code" {
+			if c.name == "claude-code" {
 				hosts = append(hosts, "localhost")
 			}
 			for _, host := range hosts {
 				addr := host + ":" + u.Port()
 				before := len(srv.Ledger())
-				r := runText(t, c.args(t, "http://"+addr, t.TempDir(), "--allow-host", addr, "--", "say hi"), nil, env, time.Minute)
+				r := runText(t, c.loopbackArgs("http://"+addr, t.TempDir(), "--allow-host", addr, "--", "say hi"), nil, env, time.Minute)
 				if end := r.end(); end == nil || end.Status != events.StatusFinished || r.exit != 0 {
 					t.Fatalf("%s: end %+v, exit %d", addr, end, r.exit)
 				}
@@ -163,14 +132,12 @@ func TestLoopbackModel(t *testing.T) {
 			// Not allowed: a note at the start and the proxy's refusal.
 			addr := "127.0.0.1:" + u.Port()
 			start := time.Now()
-			r := runText(t, c.args(t, "http://"+addr, t.TempDir(), "--timeout", "50", "--", "say hi"), nil, env, time.Minute)
+			r := runText(t, c.loopbackArgs("http://"+addr, t.TempDir(), "--timeout", "50", "--", "say hi"), nil, env, time.Minute)
 			took := time.Since(start)
 			if n := r.network(); len(n) == 0 || n[0] != addr+" refused private_address" {
 				t.Errorf("refused: network events %q, want %s refused private_address", n, addr)
 			}
-			vars := c.env("")
-			baseVar, _, _ := strings.Cut(vars[len(vars)-1], "=")
-			note := "[note] " + baseVar + " points at " + addr
+			note := "[note] " + c.baseVar + " points at " + addr
 			if !strings.Contains(r.text, note+" on the loopback, which inside the sandbox is the sandbox's own: the proxy refuses it. Pass --allow-host "+addr) {
 				t.Errorf("refused: no %q in\n%s", note, r.text)
 			}
@@ -179,7 +146,7 @@ func TestLoopbackModel(t *testing.T) {
 			}
 
 			// In a Pod the loopback stays refused.
-			r = runText(t, c.args(t, "http://"+addr, t.TempDir(), "--in-pod", "--allow-host", addr, "--", "say hi"), nil, env, time.Minute)
+			r = runText(t, c.loopbackArgs("http://"+addr, t.TempDir(), "--in-pod", "--allow-host", addr, "--", "say hi"), nil, env, time.Minute)
 			if end := r.end(); r.exit != 2 || end == nil || end.Status != events.StatusRejected ||
 				!strings.Contains(end.Detail, "--allow-host "+addr+": in a Pod the loopback holds agentrun's own servers") {
 				t.Errorf("--in-pod: exit %d, end %+v", r.exit, r.end())
@@ -221,9 +188,9 @@ func TestPromptFromStdinAndFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte(prompt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range loopbackCLIs {
+	for _, c := range cliRuntimes {
 		for _, how := range []string{"stdin", "file"} {
-			t.Run(c.runtime+"/"+how, func(t *testing.T) {
+			t.Run(c.name+"/"+how, func(t *testing.T) {
 				var log lockedBuffer
 				srv, err := mockmodel.Start(mockmodel.Options{RequestLog: &log})
 				if err != nil {
@@ -232,14 +199,14 @@ func TestPromptFromStdinAndFile(t *testing.T) {
 				defer srv.Close()
 				u, _ := url.Parse(srv.URL())
 				addr := "127.0.0.1:" + u.Port()
-				args := c.args(t, "http://"+addr, t.TempDir(), "--allow-host", addr)
+				args := c.loopbackArgs("http://"+addr, t.TempDir(), "--allow-host", addr)
 				var stdin []byte
 				if how == "stdin" {
 					args, stdin = append(args, "-"), []byte(prompt)
 				} else {
 					args = append(args, "--prompt-file", file)
 				}
-				r := runText(t, args, stdin, []string{c.binEnv + "=" + c.bin(t)}, 2*time.Minute)
+				r := runText(t, args, stdin, []string{c.binEnv() + "=" + c.bin(t)}, 2*time.Minute)
 				if end := r.end(); end == nil || end.Status != events.StatusFinished {
 					t.Fatalf("end %+v", end)
 				}

@@ -1,6 +1,7 @@
-// Package cli tests the built agentrun binary end to end: the real
-// claude-code CLI (installed by hack/setup.sh) against the project's mock
-// model on 127.0.0.1, and hand-written fake CLIs for bad input.
+// Package cli tests the built agentrun binary end to end: the real agent
+// CLIs (installed by hack/setup.sh; one cliRuntime row each, see
+// runtimes_test.go) against the project's mock model on 127.0.0.1, and
+// hand-written fake CLIs for bad input.
 package cli
 
 import (
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // claudeBin is the real claude-code CLI.
-func claudeBin(t *testing.T) string { return cliBin(t, "claude-code", "AGENTRUN_CLAUDE_BIN", "claude") }
+func claudeBin(t *testing.T) string { return claudeCodeCLI.bin(t) }
 
 // cliBin is a real CLI: the path in env, else the cache that hack/setup.sh
 // fills (AGENTRUN_CLI_CACHE names another, as for hack/install-clis.sh:
@@ -168,28 +169,27 @@ type mockRun struct {
 // mockHost is the name the sandbox's proxy routes to the mock.
 const mockHost = "mock-model.test"
 
-// claudeArgs points claude-code at the mock. In the sandbox (the default)
-// the mock is reachable only through the filter proxy: a test host name
-// routed to it with --add-host and allowed explicitly, as in production an
-// in-cluster model gateway would be. Without one (sandboxed false) the CLI
-// talks to 127.0.0.1 directly.
+// claudeArgs points claude-code at the mock: in the sandbox (the default)
+// through the filter proxy (cliRuntime.mockArgs). Without one (sandboxed
+// false) the CLI talks to 127.0.0.1 directly.
 func claudeArgs(t *testing.T, srv *mockmodel.Server, sandboxed bool) []string {
-	u, _ := url.Parse(srv.URL())
-	args := []string{"--runtime", "claude-code", "--model", "sonnet",
-		"--env", "ANTHROPIC_API_KEY=test-key", "--env", "CLAUDE_CODE_MAX_RETRIES=1"}
-	if !sandboxed {
-		return append(args, "--sandbox", "none", "--env", "ANTHROPIC_BASE_URL="+srv.URL())
+	if sandboxed {
+		return claudeCodeCLI.mockArgs(srv)
 	}
-	return append(args, "--env", "ANTHROPIC_BASE_URL=http://"+mockHost+":"+u.Port(),
-		"--add-host", mockHost+"=127.0.0.1", "--allow-host", mockHost+":"+u.Port(), "--allow-host", "127.0.0.1:"+u.Port())
+	return []string{"--runtime", "claude-code", "--model", "sonnet",
+		"--env", "ANTHROPIC_API_KEY=test-key", "--env", "CLAUDE_CODE_MAX_RETRIES=1",
+		"--sandbox", "none", "--env", "ANTHROPIC_BASE_URL=" + srv.URL()}
 }
 
+// runScenario is a real claude-code run of the mock's scenario in the
+// sandbox.
 func runScenario(t *testing.T, scenario string, opts mockmodel.Options, extra ...string) *mockRun {
 	t.Helper()
-	return runScenarioIn(t, scenario, opts, true, extra...)
+	return claudeCodeCLI.run(t, "scenario:"+scenario+" please", opts, invocation{}, extra...)
 }
 
-func runScenarioIn(t *testing.T, scenario string, opts mockmodel.Options, sandboxed bool, extra ...string) *mockRun {
+// runScenarioUnsandboxed is runScenario with --sandbox none.
+func runScenarioUnsandboxed(t *testing.T, scenario string, opts mockmodel.Options, extra ...string) *mockRun {
 	t.Helper()
 	srv, err := mockmodel.Start(opts)
 	if err != nil {
@@ -200,7 +200,7 @@ func runScenarioIn(t *testing.T, scenario string, opts mockmodel.Options, sandbo
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(claudeArgs(t, srv, sandboxed), "--cwd", ws)
+	args := append(claudeArgs(t, srv, false), "--cwd", ws)
 	args = append(args, extra...)
 	r := runAgentrun(t, invocation{args: args, prompt: "scenario:" + scenario + " please",
 		env: []string{"AGENTRUN_CLAUDE_BIN=" + claudeBin(t)}})
@@ -282,42 +282,6 @@ func checkRawReplays(t *testing.T, r *result, echoesPrompt bool) {
 func show(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// openAIArgs points codex or pi at the mock's OpenAI APIs the way
-// claudeArgs does for claude-code: through the proxy, by a test host name.
-// The base URL and the key reach the CLI's config through --env; one retry
-// keeps the error scenarios short.
-func openAIArgs(srv *mockmodel.Server, runtime, model string) []string {
-	u, _ := url.Parse(srv.URL())
-	return []string{"--runtime", runtime, "--model", model,
-		"--env", "OPENAI_API_KEY=test-key", "--env", "OPENAI_BASE_URL=http://" + mockHost + ":" + u.Port() + "/v1",
-		"--env", "AGENTRUN_MODEL_RETRIES=1",
-		"--add-host", mockHost + "=127.0.0.1", "--allow-host", mockHost + ":" + u.Port(), "--allow-host", "127.0.0.1:" + u.Port()}
-}
-
-// openAIRun runs codex or pi (its binary in binEnv) through agentrun in
-// the sandbox against a fresh mock, in a workspace holding notes.txt.
-func openAIRun(t *testing.T, runtime, model, binEnv, bin, prompt string, extra []string, inv invocation) *mockRun {
-	t.Helper()
-	srv, err := mockmodel.Start(mockmodel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inv.args = append(append(openAIArgs(srv, runtime, model), "--cwd", ws), extra...)
-	inv.prompt = prompt
-	inv.env = append(inv.env, binEnv+"="+bin)
-	if inv.timeout == 0 {
-		inv.timeout = time.Minute // each run takes seconds; a CLI that cannot reach the mock retries for minutes
-	}
-	r := runAgentrun(t, inv)
-	r.workdir = ws
-	return &mockRun{srv: srv, result: r}
 }
 
 // withoutNetwork is the event types less the proxy's network events, whose

@@ -24,10 +24,10 @@ func TestMistakesNameTheCause(t *testing.T) {
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL())
 	addr := "127.0.0.1:" + u.Port()
-	c := loopbackCLIs[0]
-	env := []string{c.binEnv + "=" + c.bin(t)}
+	c := &claudeCodeCLI
+	env := []string{c.binEnv() + "=" + c.bin(t)}
 	run := func(extra ...string) *textResult {
-		return runText(t, c.args(t, "http://"+addr, t.TempDir(), append([]string{"--allow-host", addr}, extra...)...), nil, env, time.Minute)
+		return runText(t, c.loopbackArgs("http://"+addr, t.TempDir(), append([]string{"--allow-host", addr}, extra...)...), nil, env, time.Minute)
 	}
 
 	r := run("--raw", "/dev/full", "--", "say hi")

@@ -59,15 +59,15 @@ func TestRichShowsTheModelWriting(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	evPath := filepath.Join(dir, "events.jsonl")
-	c := loopbackCLIs[0]
+	c := &claudeCodeCLI
 	args := append([]string{agentrun, "run", "--format", "rich", "--events", evPath},
-		c.args(t, "http://"+addr, t.TempDir(), "--allow-host", addr, "--", "scenario:slow tell a story")...)
+		c.loopbackArgs("http://"+addr, t.TempDir(), "--allow-host", addr, "--", "scenario:slow tell a story")...)
 	var quoted []string
 	for _, a := range args {
 		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
 	}
 	script := fmt.Sprintf("env -u NO_COLOR HOME=%s %s=%s %s; echo AGENTRUN-DONE; sleep 60",
-		t.TempDir(), c.binEnv, c.bin(t), strings.Join(quoted, " "))
+		t.TempDir(), c.binEnv(), c.bin(t), strings.Join(quoted, " "))
 	tmuxIn(t, dir, "new-session", "-d", "-s", "run", "-x", "100", "-y", "30", script)
 	defer tmuxIn(t, dir, "kill-server")
 	capture := func(extra ...string) string {

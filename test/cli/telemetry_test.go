@@ -117,7 +117,7 @@ func TestTelemetryCodex(t *testing.T) {
 	col := telemetrytest.StartCollector(t)
 	const traceID = "5b8efff798038103d269b633813fc60c"
 	const prompt = "scenario:parallel please"
-	r := codexRun(t, prompt, invocation{env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.GRPCURL(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+	r := codexCLI.run(t, prompt, mockmodel.Options{}, invocation{env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.GRPCURL(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"TRACEPARENT=" + callerTraceParent(traceID)}})
 	if end := r.end(); end == nil || end.Status != events.StatusFinished {
 		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
@@ -135,7 +135,7 @@ func TestTelemetryPi(t *testing.T) {
 	col := telemetrytest.StartCollector(t)
 	const traceID = "6c9f00089914921e437ac744924ed71d"
 	const prompt = "scenario:parallel please"
-	r := piRun(t, prompt, invocation{env: []string{"TRACEPARENT=" + callerTraceParent(traceID),
+	r := piCLI.run(t, prompt, mockmodel.Options{}, invocation{env: []string{"TRACEPARENT=" + callerTraceParent(traceID),
 		"OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true"}},
 		"--otlp-endpoint", col.HTTPURL())
 	end := r.end()
