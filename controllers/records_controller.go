@@ -57,15 +57,14 @@ func (r *RecordsReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		log.Error(err, "records do not expire")
 		return ctrl.Result{RequeueAfter: r.resync()}, nil
 	}
+	if !ok {
+		// Not opted in: look again later (an annotation is read, never
+		// watched), without listing the namespace's runs.
+		return ctrl.Result{RequeueAfter: r.resync()}, nil
+	}
 	runs := &v1alpha1.AgentRunList{}
 	if err := r.List(ctx, runs, client.InNamespace(req.Name)); err != nil {
 		return ctrl.Result{}, err
-	}
-	if !ok {
-		if len(runs.Items) == 0 {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{RequeueAfter: r.resync()}, nil
 	}
 	budgets := &v1alpha1.AgentBudgetList{}
 	if err := r.List(ctx, budgets, client.InNamespace(req.Name)); err != nil {
