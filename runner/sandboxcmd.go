@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 )
@@ -42,6 +43,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if len(c.Argv) == 0 {
 		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
 	}
+	phases.Mark("workspace")
 	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxFlags)
 	if err != nil {
 		return fail("%v", err)
@@ -51,16 +53,24 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	for _, n := range p.iso.git.Notes {
 		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", n)
 	}
+	phases.Mark("git-placeholders")
 	undo, err := p.iso.prepareWorkspace(p.ws, func(msg string) { fmt.Fprintf(stderr, "agentrun sandbox: warning: %s\n", msg) })
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer undo()
+	defer func() {
+		phases.Mark("post-run-check")
+		undo()
+	}()
+	phases.Mark("state-dir")
 	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer os.RemoveAll(stateDir)
+	defer func() {
+		phases.Mark("cleanup")
+		os.RemoveAll(stateDir)
+	}()
 	home := filepath.Join(stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return fail("%v", err)
@@ -95,6 +105,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		case <-proc.exited:
 		}
 	}()
+	phases.Mark("agent-and-exit")
 	exit := proc.wait()
 	if exit.Signaled {
 		return 128 + int(exit.Signal)

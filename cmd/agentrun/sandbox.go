@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
+	phases.Mark("flags")
 	var c runner.SandboxCommand
 	var eventsPath string
 	fs := flag.NewFlagSet("agentrun sandbox", flag.ContinueOnError)
@@ -40,6 +42,7 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	defer phases.Write()
 	return runner.RunSandbox(ctx, c, stdin, stdout, stderr, netEvents)
 }
 
