@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun-dev/agentrun/internal/phases"
 )
 
 // A root caller's agent must not be the host's root. Inside bubblewrap's
@@ -89,12 +92,29 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 			d.close()
 		}
 	}()
+	phases.Mark("drop-host-uid")
 	if d.hostUID, err = pickHostID(randomHostID, hostIDsInUse(hostFiles)); err != nil {
 		return d, err
 	}
+	// The two namespaces, the agent's and the workspace's mapping, are
+	// made at once: each costs the start of a holder process.
+	phases.Mark("drop-userns")
 	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: d.hostUID, Size: 1}}
-	if d.userns, err = newUserNS(holder, ids, ids); err != nil {
-		return d, fmt.Errorf("cannot create the agent's user namespace: %w", err)
+	var agentErr error
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		d.userns, agentErr = newUserNS(holder, ids, ids)
+	}()
+	wsNS, wsErr := newUserNS(holder,
+		[]syscall.SysProcIDMap{{ContainerID: cfg.Dir.UID, HostID: d.hostUID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: cfg.Dir.GID, HostID: d.hostUID, Size: 1}})
+	<-agentDone
+	if wsNS != nil {
+		defer wsNS.Close()
+	}
+	if agentErr != nil {
+		return d, fmt.Errorf("cannot create the agent's user namespace: %w", agentErr)
 	}
 	if d.hostDir, err = os.MkdirTemp("", "agentrun-host-"); err != nil {
 		return d, err
@@ -103,7 +123,11 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	if err := os.Mkdir(d.ws, 0o700); err != nil {
 		return d, err
 	}
-	if err := idmappedBind(cfg.Dir, d.ws, d.hostUID, holder); err != nil {
+	phases.Mark("drop-idmap")
+	if wsErr == nil {
+		wsErr = idmappedBind(cfg.Dir, d.ws, wsNS)
+	}
+	if err := wsErr; err != nil {
 		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
 			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
 	}
@@ -113,6 +137,7 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 		return d, fmt.Errorf("cannot open the agent's copy of the workspace: %w", err)
 	}
 	d.wsDir = os.NewFile(uintptr(fd), d.ws)
+	phases.Mark("drop-rest")
 	for _, p := range cfg.Writable {
 		if err := chownTree(p, d.hostUID); err != nil {
 			return d, fmt.Errorf("cannot give %s to the agent's user: %w", p, err)
@@ -218,23 +243,7 @@ func hostIDsInUse(src hostSources) func(int) bool {
 			}
 		})
 	}
-	statuses, _ := filepath.Glob(filepath.Join(src.proc, "[0-9]*", "status"))
-	for _, p := range statuses {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 1 && (f[0] == "Uid:" || f[0] == "Gid:") {
-				for _, v := range f[1:] {
-					if id, err := strconv.Atoi(v); err == nil {
-						ids[id] = true
-					}
-				}
-			}
-		}
-	}
+	procIDs(src.proc, ids)
 	return func(id int) bool {
 		if ids[id] {
 			return true
@@ -245,6 +254,51 @@ func hostIDsInUse(src hostSources) func(int) bool {
 			}
 		}
 		return false
+	}
+}
+
+// procIDs adds the uids and gids (real, effective, saved, file system) of
+// every process under the proc directory to ids. It reads /proc by name,
+// each process's status once into one buffer (a glob would list every
+// process's directory too, which costs more than the reads: this runs on
+// every start of a root caller's sandbox).
+func procIDs(proc string, ids map[int]bool) {
+	d, err := os.Open(proc)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	buf := make([]byte, 4096)
+	for _, name := range names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		f, err := os.Open(proc + "/" + name + "/status")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		n, _ := io.ReadFull(f, buf)
+		f.Close()
+		// Uid and Gid come well within the first 4 KiB (after Name, Umask,
+		// State, Tgid, Ngid, Pid, PPid, TracerPid); a name is at most 64
+		// bytes, escaped.
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			rest, ok := strings.CutPrefix(line, "Uid:")
+			if !ok {
+				if rest, ok = strings.CutPrefix(line, "Gid:"); !ok {
+					continue
+				}
+			}
+			for _, v := range strings.Fields(rest) {
+				if id, err := strconv.Atoi(v); err == nil {
+					ids[id] = true
+				}
+			}
+			if line[0] == 'G' {
+				break // Gid follows Uid
+			}
+		}
 	}
 }
 
@@ -264,7 +318,9 @@ func forFields(path string, f func([]string)) {
 
 // newUserNS returns a handle on a new user namespace with these id maps,
 // made by starting holder in it (the runner is multi-threaded and cannot
-// unshare a user namespace itself).
+// unshare a user namespace itself). The holder is killed as soon as the
+// handle is open: the namespace lives on in it, and the holder has
+// nothing to do (it waits on its stdin only so that it cannot exit before).
 func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
 	cmd := exec.Command(holder[0], append(holder[1:], holdFlag)...)
 	// It needs no environment, and the runner's (the agent container's,
@@ -280,6 +336,7 @@ func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, er
 		return nil, err
 	}
 	defer func() {
+		_ = cmd.Process.Kill()
 		stdin.Close()
 		_ = cmd.Wait()
 	}()
@@ -287,16 +344,10 @@ func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, er
 }
 
 // idmappedBind attaches at target a copy of the mount tree at the open
-// directory src (by its descriptor, not its path) whose files owned by
-// src's owner (uid and gid) show as owned by hostID.
-func idmappedBind(src *Workspace, target string, hostID int, holder []string) error {
-	ns, err := newUserNS(holder,
-		[]syscall.SysProcIDMap{{ContainerID: src.UID, HostID: hostID, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: src.GID, HostID: hostID, Size: 1}})
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
+// directory src (by its descriptor, not its path) whose files show with
+// the ids the user namespace ns maps them to (src's owner to the agent's
+// host uid).
+func idmappedBind(src *Workspace, target string, ns *os.File) error {
 	fd, err := unix.OpenTree(src.fd(), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
