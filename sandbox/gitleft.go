@@ -94,8 +94,8 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string,
 			left = append(left, s.rel(dir)) // and on: a repository may hide inside another
 		}
 		for _, e := range entries {
-			if p := filepath.Join(dir, e.Name()); e.Name() == ".git" && isNew(p) {
-				left = append(left, s.rel(p))
+			if e.Name() == ".git" && isNew(filepath.Join(dir, e.Name())) {
+				left = append(left, s.rel(filepath.Join(dir, e.Name())))
 			}
 		}
 		return true, nil
