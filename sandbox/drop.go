@@ -92,30 +92,41 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 			d.close()
 		}
 	}()
+	// The processes' ids are read while the namespaces are made for an
+	// id that the files leave free (reading /proc takes as long as
+	// starting a holder); an id a process turns out to use, which almost
+	// never happens, is drawn again with them.
 	phases.Mark("drop-host-uid")
-	if d.hostUID, err = pickHostID(randomHostID, hostIDsInUse(hostFiles)); err != nil {
-		return d, err
-	}
-	// The two namespaces, the agent's and the workspace's mapping, are
-	// made at once: each costs the start of a holder process.
-	phases.Mark("drop-userns")
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: d.hostUID, Size: 1}}
-	var agentErr error
-	agentDone := make(chan struct{})
+	procs := make(chan map[int]bool, 1)
 	go func() {
-		defer close(agentDone)
-		d.userns, agentErr = newUserNS(holder, ids, ids)
+		ids := map[int]bool{}
+		procIDs(hostFiles.proc, ids)
+		procs <- ids
 	}()
-	wsNS, wsErr := newUserNS(holder,
-		[]syscall.SysProcIDMap{{ContainerID: cfg.Dir.UID, HostID: d.hostUID, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: cfg.Dir.GID, HostID: d.hostUID, Size: 1}})
-	<-agentDone
-	if wsNS != nil {
-		defer wsNS.Close()
+	filesOnly := hostFiles
+	filesOnly.proc = ""
+	inUse := hostIDsInUse(filesOnly)
+	var wsNS *os.File
+	for {
+		if d.hostUID, err = pickHostID(randomHostID, inUse); err != nil {
+			return d, err
+		}
+		phases.Mark("drop-userns")
+		if d.userns, wsNS, err = newNamespaces(holder, cfg.Dir, d.hostUID); err != nil {
+			return d, err
+		}
+		running := <-procs
+		if !running[d.hostUID] {
+			break
+		}
+		d.userns.Close()
+		wsNS.Close()
+		d.userns = nil
+		procs <- running
+		files := inUse
+		inUse = func(id int) bool { return files(id) || running[id] }
 	}
-	if agentErr != nil {
-		return d, fmt.Errorf("cannot create the agent's user namespace: %w", agentErr)
-	}
+	defer wsNS.Close()
 	if d.hostDir, err = os.MkdirTemp("", "agentrun-host-"); err != nil {
 		return d, err
 	}
@@ -124,10 +135,7 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 		return d, err
 	}
 	phases.Mark("drop-idmap")
-	if wsErr == nil {
-		wsErr = idmappedBind(cfg.Dir, d.ws, wsNS)
-	}
-	if err := wsErr; err != nil {
+	if err := idmappedBind(cfg.Dir, d.ws, wsNS); err != nil {
 		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
 			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
 	}
@@ -152,6 +160,39 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	needed := append(append([]string{cfg.Workspace}, cfg.Writable...), cfg.ReadOnly...)
 	d.masks = unsearchableAncestors(needed, d.hostUID, statPath)
 	return d, nil
+}
+
+// newNamespaces makes the agent's user namespace (0 to 0 for bubblewrap's
+// set-up, AgentUID to hostUID) and the one that maps the workspace's owner
+// to hostUID for its idmapped mount, at once: each costs the start of a
+// holder process.
+func newNamespaces(holder []string, ws *Workspace, hostUID int) (agent, wsNS *os.File, err error) {
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: hostUID, Size: 1}}
+	var agentErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agent, agentErr = newUserNS(holder, ids, ids)
+	}()
+	wsNS, err = newUserNS(holder,
+		[]syscall.SysProcIDMap{{ContainerID: ws.UID, HostID: hostUID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: ws.GID, HostID: hostUID, Size: 1}})
+	<-done
+	switch {
+	case agentErr != nil:
+		err = fmt.Errorf("cannot create the agent's user namespace: %w", agentErr)
+	case err != nil:
+		err = fmt.Errorf("cannot give the workspace %s to the agent's user (a user namespace for its idmapped mount): %w", ws.Path, err)
+	}
+	if err != nil {
+		for _, f := range []*os.File{agent, wsNS} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return nil, nil, err
+	}
+	return agent, wsNS, nil
 }
 
 // release detaches what the host side no longer needs once bubblewrap has
