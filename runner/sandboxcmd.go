@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,6 +45,12 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if len(c.Argv) == 0 {
 		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
 	}
+	// No collection until the command runs: the start allocates a few MiB
+	// that are garbage by then, and the one collection it would trigger
+	// (agentrun's package initialisation leaves the heap near the first
+	// goal) costs more on this path than the memory is worth.
+	restoreGC := pauseGC()
+	defer restoreGC()
 	phases.Mark("workspace")
 	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxFlags)
 	if err != nil {
@@ -91,6 +99,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		}
 	}
 	proc, err := startProcess(ps)
+	restoreGC()
 	if err != nil {
 		if proc != nil {
 			proc.wait()
@@ -111,6 +120,14 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		return 128 + int(exit.Signal)
 	}
 	return exit.Code
+}
+
+// pauseGC turns the garbage collector off and returns what turns it back
+// on as it was (GOGC), once.
+func pauseGC() func() {
+	old := debug.SetGCPercent(-1)
+	var once sync.Once
+	return func() { once.Do(func() { debug.SetGCPercent(old) }) }
 }
 
 func lookPathOr(name string) string {
