@@ -118,7 +118,7 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 		return p, err
 	}
 	full := append(Args(bwrap, cfg, deny, p.drop, ws), cfg.initCommand(InitPath)...)
-	full = append(append(full, init.args()...), "--")
+	full = append(append(full, init.Args()...), "--")
 	p.Argv = append(full, argv...)
 	return p, nil
 }
