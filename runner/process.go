@@ -321,6 +321,7 @@ func (p *process) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 // could not report.
 func (p *process) wait() exitInfo {
 	<-p.exited
+	phases.Mark("exit-report")
 	if p.stdout != nil {
 		p.stdout.Close()
 	}

@@ -114,7 +114,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		case <-proc.exited:
 		}
 	}()
-	phases.Mark("agent-and-exit")
+	phases.Mark("agent")
 	exit := proc.wait()
 	if exit.Signaled {
 		return 128 + int(exit.Signal)
