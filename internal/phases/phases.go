@@ -1,13 +1,15 @@
 // Package phases times the steps of one sandbox start for
 // hack/bench-sandbox.sh: with AGENTRUN_PHASES=FILE in agentrun's
-// environment, each Mark ends the step before it and Write appends the
-// timeline to FILE as one line of "name=milliseconds" pairs; without it
-// every call is a no-op that costs a branch. The steps run one after
-// another on one goroutine, so a timeline of marks is the whole profile.
+// environment, each Mark ends the step before it and WriteTo writes the
+// timeline as one line of "name=milliseconds" pairs, which the caller
+// appends to FILE (Path); without it every Mark is a no-op that costs a
+// branch. The steps run one after another on one goroutine, so a timeline
+// of marks is the whole profile.
 package phases
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -42,14 +44,15 @@ func Mark(name string) {
 	mu.Unlock()
 }
 
-// Write ends the last step and appends the timeline to the file: first
-// "init" (from the package's start to the first mark: the Go runtime's
-// and agentrun's own start), then each step in order. A step marked more
-// than once adds up.
-func Write() {
-	if path == "" {
-		return
-	}
+// Path is the file the timeline is for ("" when none is recorded).
+func Path() string { return path }
+
+// WriteTo ends the last step and writes the timeline to w as one line:
+// first "init" (from the package's start to the first mark: the Go
+// runtime's and agentrun's own start), then each step in order. A step
+// marked more than once appears as often (the reader adds them up). The
+// next timeline starts empty.
+func WriteTo(w io.Writer) error {
 	mu.Lock()
 	defer mu.Unlock()
 	end := time.Now()
@@ -63,11 +66,7 @@ func Write() {
 		fmt.Fprintf(&b, "%s=%.3f ", prev.name, float64(next.at.Sub(prev.at))/1e6)
 		prev = next
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_, _ = fmt.Fprintln(f, strings.TrimSpace(b.String()))
 	marks = nil
+	_, err := fmt.Fprintln(w, strings.TrimSpace(b.String()))
+	return err
 }

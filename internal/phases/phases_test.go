@@ -1,50 +1,44 @@
 package phases
 
 import (
-	"os"
-	"path/filepath"
+	"bytes"
 	"strings"
 	"testing"
 )
 
-// TestWriteAppendsOneTimelinePerStart: each Write appends one line that
-// starts with init and names each mark in order, and starts the next
-// timeline empty; without the variable nothing is written.
-func TestWriteAppendsOneTimelinePerStart(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "phases")
-	path = file
-	defer func() { path = "" }()
-	Mark("a")
-	Mark("b")
-	Mark("a")
-	Write()
-	Mark("c")
-	Write()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	var names [][]string
-	for _, l := range lines {
+// TestWriteToWritesOneTimelinePerStart: each WriteTo writes one line that
+// starts with init and names each mark in order, as name=ms, and starts
+// the next timeline empty; without the variable Mark records nothing.
+func TestWriteToWritesOneTimelinePerStart(t *testing.T) {
+	names := func(line string) string {
 		var n []string
-		for _, kv := range strings.Fields(l) {
+		for _, kv := range strings.Fields(line) {
 			k, _, ok := strings.Cut(kv, "=")
 			if !ok {
 				t.Fatalf("%q is not name=ms", kv)
 			}
 			n = append(n, k)
 		}
-		names = append(names, n)
+		return strings.Join(n, " ")
 	}
-	want := [][]string{{"init", "a", "b", "a"}, {"init", "c"}}
-	if strings.Join(names[0], " ") != "init a b a" || len(names) != 2 || strings.Join(names[1], " ") != "init c" {
-		t.Errorf("timelines %v, want %v", names, want)
+	path = "/the/file"
+	defer func() { path = "" }()
+	var out bytes.Buffer
+	Mark("a")
+	Mark("b")
+	Mark("a")
+	WriteTo(&out)
+	Mark("c")
+	WriteTo(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || names(lines[0]) != "init a b a" || names(lines[1]) != "init c" {
+		t.Errorf("timelines %q", lines)
 	}
 	path = ""
 	Mark("d")
-	Write()
-	if again, _ := os.ReadFile(file); string(again) != string(data) {
-		t.Errorf("written without %s: %q", EnvVar, again)
+	out.Reset()
+	WriteTo(&out)
+	if got := names(out.String()); got != "init" {
+		t.Errorf("marked without %s: %q", EnvVar, got)
 	}
 }
