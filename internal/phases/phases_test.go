@@ -27,9 +27,9 @@ func TestWriteToWritesOneTimelinePerStart(t *testing.T) {
 	Mark("a")
 	Mark("b")
 	Mark("a")
-	WriteTo(&out)
+	must(t, WriteTo(&out))
 	Mark("c")
-	WriteTo(&out)
+	must(t, WriteTo(&out))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || names(lines[0]) != "init a b a" || names(lines[1]) != "init c" {
 		t.Errorf("timelines %q", lines)
@@ -37,8 +37,15 @@ func TestWriteToWritesOneTimelinePerStart(t *testing.T) {
 	path = ""
 	Mark("d")
 	out.Reset()
-	WriteTo(&out)
+	must(t, WriteTo(&out))
 	if got := names(out.String()); got != "init" {
 		t.Errorf("marked without %s: %q", EnvVar, got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
