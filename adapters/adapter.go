@@ -170,10 +170,12 @@ type Replayer interface {
 // the CLI's output, which the agent can write into (a tool may write to its
 // parent's stdout through /proc/$PPID/fd/1): an id with a '/' or ".." would
 // make it a path of the agent's choosing.
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+// Compiled on first use: its bounded repetition makes a large program,
+// and every start of agentrun would pay for it.
+var sessionID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`) })
 
 // ValidSessionID reports whether id may name a saved session.
-func ValidSessionID(id string) bool { return sessionID.MatchString(id) }
+func ValidSessionID(id string) bool { return sessionID().MatchString(id) }
 
 // MaxSessionBytes bounds a session file the runner copies in or out of the
 // agent's state directory: far above a long transcript with images (tens

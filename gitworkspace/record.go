@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
@@ -143,7 +144,9 @@ const (
 	maxPackedRefs = 64 << 20
 )
 
-var refName = regexp.MustCompile(`^refs/heads/[A-Za-z0-9._/+-]{1,200}$`)
+// Compiled on first use: its bounded repetition makes a large program,
+// and every start of agentrun would pay for it.
+var refName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^refs/heads/[A-Za-z0-9._/+-]{1,200}$`) })
 
 // readHead reads the commit the workspace's HEAD names: a commit id, or a
 // branch of refs/heads, loose or packed.
@@ -157,7 +160,7 @@ func readHead(g safefile.Guard, gitDir string) (string, error) {
 		return v, nil
 	}
 	ref, ok := strings.CutPrefix(v, "ref: ")
-	if !ok || !refName.MatchString(ref) || strings.Contains(ref, "..") {
+	if !ok || !refName().MatchString(ref) || strings.Contains(ref, "..") {
 		return "", fmt.Errorf("its .git/HEAD is neither a commit id nor a branch (%q)", cut(v, 80))
 	}
 	if b, err := g.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref)), maxRefFile); err == nil {

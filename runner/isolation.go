@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/sandbox"
@@ -72,6 +73,7 @@ func newIsolation(o podcontract.SandboxFlags, ws *sandbox.Workspace) (*isolation
 	if iso.maxProcs == 0 {
 		iso.maxProcs = podcontract.DefaultMaxProcs
 	}
+	phases.Mark("isolation")
 	homes := callerHomes()
 	if h := ownerHome(ws.UID); h != "" && !slices.Contains(homes, h) {
 		homes = append(homes, h)
@@ -101,6 +103,7 @@ func newIsolation(o podcontract.SandboxFlags, ws *sandbox.Workspace) (*isolation
 		}
 	}
 	if !o.WritableGit {
+		phases.Mark("git-search")
 		if iso.git, err = sandbox.ProtectGit(ws); err != nil {
 			return nil, reject("%v", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/adapters"
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
@@ -120,6 +121,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	var prepared *sandbox.Prepared
 	if ps.sandbox != nil {
 		var err error
+		phases.Mark("prepare")
 		if prepared, err = sandbox.Prepare(*ps.sandbox, env, argv); err != nil {
 			return nil, err
 		}
@@ -170,6 +172,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = drainAfterExit
+	phases.Mark("bwrap-exec")
 	err := cmd.Start()
 	for _, f := range closeAfterStart {
 		f.Close()
@@ -212,6 +215,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 	if prepared == nil {
 		return p, nil
 	}
+	phases.Mark("bwrap-setup-and-init")
 	ready, err := prepared.Receive(sandboxStartTimeout)
 	if err != nil {
 		p.kill()
@@ -223,6 +227,7 @@ func startOnce(ps processSpec, gate *gatedWriter) (*process, error) {
 		p.close()
 		return nil, errSandboxStart{err}
 	}
+	phases.Mark("proxy")
 	gate.open()
 	p.mu.Lock()
 	p.agentPid = ready.Pid
@@ -316,6 +321,7 @@ func (p *process) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 // could not report.
 func (p *process) wait() exitInfo {
 	<-p.exited
+	phases.Mark("exit-report")
 	if p.stdout != nil {
 		p.stdout.Close()
 	}

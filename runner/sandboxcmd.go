@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/proxy"
 )
@@ -42,6 +45,13 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	if len(c.Argv) == 0 {
 		return fail("no command: agentrun sandbox [flags] -- COMMAND [ARGS...]")
 	}
+	// No collection until the command runs: the start allocates a few MiB
+	// that are garbage by then, and the one collection it would trigger
+	// (agentrun's package initialisation leaves the heap near the first
+	// goal) costs more on this path than the memory is worth.
+	restoreGC := pauseGC()
+	defer restoreGC()
+	phases.Mark("workspace")
 	p, err := prepareWorkspace(c.Cwd, c.EnvFile, c.Env, c.PassEnv, c.SandboxFlags)
 	if err != nil {
 		return fail("%v", err)
@@ -51,16 +61,24 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 	for _, n := range p.iso.git.Notes {
 		fmt.Fprintf(stderr, "agentrun sandbox: note: %s\n", n)
 	}
+	phases.Mark("git-placeholders")
 	undo, err := p.iso.prepareWorkspace(p.ws, func(msg string) { fmt.Fprintf(stderr, "agentrun sandbox: warning: %s\n", msg) })
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer undo()
+	defer func() {
+		phases.Mark("post-run-check")
+		undo()
+	}()
+	phases.Mark("state-dir")
 	stateDir, err := os.MkdirTemp("", "agentrun-sandbox-")
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer os.RemoveAll(stateDir)
+	defer func() {
+		phases.Mark("cleanup")
+		os.RemoveAll(stateDir)
+	}()
 	home := filepath.Join(stateDir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return fail("%v", err)
@@ -81,6 +99,7 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		}
 	}
 	proc, err := startProcess(ps)
+	restoreGC()
 	if err != nil {
 		if proc != nil {
 			proc.wait()
@@ -95,11 +114,20 @@ func RunSandbox(ctx context.Context, c SandboxCommand, stdin io.Reader, stdout, 
 		case <-proc.exited:
 		}
 	}()
+	phases.Mark("agent")
 	exit := proc.wait()
 	if exit.Signaled {
 		return 128 + int(exit.Signal)
 	}
 	return exit.Code
+}
+
+// pauseGC turns the garbage collector off and returns what turns it back
+// on as it was (GOGC), once.
+func pauseGC() func() {
+	old := debug.SetGCPercent(-1)
+	var once sync.Once
+	return func() { once.Do(func() { debug.SetGCPercent(old) }) }
 }
 
 func lookPathOr(name string) string {

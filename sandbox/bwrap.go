@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
 
 // Modes of --sandbox.
@@ -27,7 +29,7 @@ const InitPath = "/tmp/.agentrun/agentrun"
 
 // ProxyPort is where the filter proxy listens inside the sandbox, on
 // 127.0.0.1 and ::1 of the sandbox's own network namespace.
-const ProxyPort = 3128
+const ProxyPort = initproc.ProxyPort
 
 // ProcMode is how /proc is provided.
 type ProcMode int

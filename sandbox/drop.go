@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun-dev/agentrun/internal/phases"
 )
 
 // A root caller's agent must not be the host's root. Inside bubblewrap's
@@ -89,13 +92,41 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 			d.close()
 		}
 	}()
-	if d.hostUID, err = pickHostID(randomHostID, hostIDsInUse(hostFiles)); err != nil {
-		return d, err
+	// The processes' ids are read while the namespaces are made for an
+	// id that the files leave free (reading /proc takes as long as
+	// starting a holder); an id a process turns out to use, which almost
+	// never happens, is drawn again with them.
+	phases.Mark("drop-host-uid")
+	procs := make(chan map[int]bool, 1)
+	go func() {
+		ids := map[int]bool{}
+		procIDs(hostFiles.proc, ids)
+		procs <- ids
+	}()
+	filesOnly := hostFiles
+	filesOnly.proc = ""
+	inUse := hostIDsInUse(filesOnly)
+	var wsNS *os.File
+	for {
+		if d.hostUID, err = pickHostID(randomHostID, inUse); err != nil {
+			return d, err
+		}
+		phases.Mark("drop-userns")
+		if d.userns, wsNS, err = newNamespaces(holder, cfg.Dir, d.hostUID); err != nil {
+			return d, err
+		}
+		running := <-procs
+		if !running[d.hostUID] {
+			break
+		}
+		d.userns.Close()
+		wsNS.Close()
+		d.userns = nil
+		procs <- running
+		files := inUse
+		inUse = func(id int) bool { return files(id) || running[id] }
 	}
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: d.hostUID, Size: 1}}
-	if d.userns, err = newUserNS(holder, ids, ids); err != nil {
-		return d, fmt.Errorf("cannot create the agent's user namespace: %w", err)
-	}
+	defer wsNS.Close()
 	if d.hostDir, err = os.MkdirTemp("", "agentrun-host-"); err != nil {
 		return d, err
 	}
@@ -103,7 +134,8 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	if err := os.Mkdir(d.ws, 0o700); err != nil {
 		return d, err
 	}
-	if err := idmappedBind(cfg.Dir, d.ws, d.hostUID, holder); err != nil {
+	phases.Mark("drop-idmap")
+	if err := idmappedBind(cfg.Dir, d.ws, wsNS); err != nil {
 		return d, fmt.Errorf("cannot give the workspace %s to the agent's user (an idmapped mount, which agentrun needs when it runs as root): %w; "+
 			"use a workspace on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) or run agentrun as a non-root user", cfg.Workspace, err)
 	}
@@ -113,6 +145,7 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 		return d, fmt.Errorf("cannot open the agent's copy of the workspace: %w", err)
 	}
 	d.wsDir = os.NewFile(uintptr(fd), d.ws)
+	phases.Mark("drop-rest")
 	for _, p := range cfg.Writable {
 		if err := chownTree(p, d.hostUID); err != nil {
 			return d, fmt.Errorf("cannot give %s to the agent's user: %w", p, err)
@@ -127,6 +160,39 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	needed := append(append([]string{cfg.Workspace}, cfg.Writable...), cfg.ReadOnly...)
 	d.masks = unsearchableAncestors(needed, d.hostUID, statPath)
 	return d, nil
+}
+
+// newNamespaces makes the agent's user namespace (0 to 0 for bubblewrap's
+// set-up, AgentUID to hostUID) and the one that maps the workspace's owner
+// to hostUID for its idmapped mount, at once: each costs the start of a
+// holder process.
+func newNamespaces(holder []string, ws *Workspace, hostUID int) (agent, wsNS *os.File, err error) {
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: hostUID, Size: 1}}
+	var agentErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agent, agentErr = newUserNS(holder, ids, ids)
+	}()
+	wsNS, err = newUserNS(holder,
+		[]syscall.SysProcIDMap{{ContainerID: ws.UID, HostID: hostUID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: ws.GID, HostID: hostUID, Size: 1}})
+	<-done
+	switch {
+	case agentErr != nil:
+		err = fmt.Errorf("cannot create the agent's user namespace: %w", agentErr)
+	case err != nil:
+		err = fmt.Errorf("cannot give the workspace %s to the agent's user (a user namespace for its idmapped mount): %w", ws.Path, err)
+	}
+	if err != nil {
+		for _, f := range []*os.File{agent, wsNS} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return nil, nil, err
+	}
+	return agent, wsNS, nil
 }
 
 // release detaches what the host side no longer needs once bubblewrap has
@@ -218,23 +284,7 @@ func hostIDsInUse(src hostSources) func(int) bool {
 			}
 		})
 	}
-	statuses, _ := filepath.Glob(filepath.Join(src.proc, "[0-9]*", "status"))
-	for _, p := range statuses {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 1 && (f[0] == "Uid:" || f[0] == "Gid:") {
-				for _, v := range f[1:] {
-					if id, err := strconv.Atoi(v); err == nil {
-						ids[id] = true
-					}
-				}
-			}
-		}
-	}
+	procIDs(src.proc, ids)
 	return func(id int) bool {
 		if ids[id] {
 			return true
@@ -245,6 +295,51 @@ func hostIDsInUse(src hostSources) func(int) bool {
 			}
 		}
 		return false
+	}
+}
+
+// procIDs adds the uids and gids (real, effective, saved, file system) of
+// every process under the proc directory to ids. It reads /proc by name,
+// each process's status once into one buffer (a glob would list every
+// process's directory too, which costs more than the reads: this runs on
+// every start of a root caller's sandbox).
+func procIDs(proc string, ids map[int]bool) {
+	d, err := os.Open(proc)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	buf := make([]byte, 4096)
+	for _, name := range names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		f, err := os.Open(proc + "/" + name + "/status")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		n, _ := io.ReadFull(f, buf)
+		f.Close()
+		// Uid and Gid come well within the first 4 KiB (after Name, Umask,
+		// State, Tgid, Ngid, Pid, PPid, TracerPid); a name is at most 64
+		// bytes, escaped.
+		for _, line := range strings.Split(string(buf[:n]), "\n") {
+			rest, ok := strings.CutPrefix(line, "Uid:")
+			if !ok {
+				if rest, ok = strings.CutPrefix(line, "Gid:"); !ok {
+					continue
+				}
+			}
+			for _, v := range strings.Fields(rest) {
+				if id, err := strconv.Atoi(v); err == nil {
+					ids[id] = true
+				}
+			}
+			if line[0] == 'G' {
+				break // Gid follows Uid
+			}
+		}
 	}
 }
 
@@ -264,7 +359,9 @@ func forFields(path string, f func([]string)) {
 
 // newUserNS returns a handle on a new user namespace with these id maps,
 // made by starting holder in it (the runner is multi-threaded and cannot
-// unshare a user namespace itself).
+// unshare a user namespace itself). The holder is killed as soon as the
+// handle is open: the namespace lives on in it, and the holder has
+// nothing to do (it waits on its stdin only so that it cannot exit before).
 func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
 	cmd := exec.Command(holder[0], append(holder[1:], holdFlag)...)
 	// It needs no environment, and the runner's (the agent container's,
@@ -280,6 +377,7 @@ func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, er
 		return nil, err
 	}
 	defer func() {
+		_ = cmd.Process.Kill()
 		stdin.Close()
 		_ = cmd.Wait()
 	}()
@@ -287,16 +385,10 @@ func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, er
 }
 
 // idmappedBind attaches at target a copy of the mount tree at the open
-// directory src (by its descriptor, not its path) whose files owned by
-// src's owner (uid and gid) show as owned by hostID.
-func idmappedBind(src *Workspace, target string, hostID int, holder []string) error {
-	ns, err := newUserNS(holder,
-		[]syscall.SysProcIDMap{{ContainerID: src.UID, HostID: hostID, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: src.GID, HostID: hostID, Size: 1}})
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
+// directory src (by its descriptor, not its path) whose files show with
+// the ids the user namespace ns maps them to (src's owner to the agent's
+// host uid).
+func idmappedBind(src *Workspace, target string, ns *os.File) error {
 	fd, err := unix.OpenTree(src.fd(), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)

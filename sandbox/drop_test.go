@@ -97,10 +97,10 @@ func TestParseStatus(t *testing.T) {
 
 func TestInitArgs(t *testing.T) {
 	o := InitOptions{Proxy: true, UID: AgentUID, GID: AgentUID, Dir: "/ws", MaxProcs: 64}
-	if got := strings.Join(o.args(), " "); got != "--proxy --uid 1000 --gid 1000 --chdir /ws --max-procs 64" {
+	if got := strings.Join(o.Args(), " "); got != "--proxy --uid 1000 --gid 1000 --chdir /ws --max-procs 64" {
 		t.Errorf("args = %q", got)
 	}
-	if got := (InitOptions{UID: -1, GID: -1}).args(); len(got) != 0 {
+	if got := (InitOptions{UID: -1, GID: -1}).Args(); len(got) != 0 {
 		t.Errorf("no drop, no flags: %v", got)
 	}
 }

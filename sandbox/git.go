@@ -308,9 +308,12 @@ func (g *gitSearch) search(maxDirs int) error {
 			return false, nil // read-only as a whole
 		}
 		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			if e.Name() != ".git" || dir == g.root || g.has(p) {
+			if e.Name() != ".git" || dir == g.root {
 				continue // the top's: top did it
+			}
+			p := filepath.Join(dir, e.Name())
+			if g.has(p) {
+				continue
 			}
 			if err := g.dotGit(p, uint32(unixType(e.Type()))); err != nil {
 				return false, err
@@ -340,7 +343,7 @@ func (g *gitSearch) walk(maxDirs int, enter func(p string) bool, visit func(dir 
 		}
 		dir := queue[0]
 		queue = queue[1:]
-		entries, rerr := g.readDir(dir)
+		entries, rerr := g.readDirUnsorted(dir)
 		below, err := visit(dir, entries, rerr)
 		if err != nil {
 			return true, err
@@ -348,9 +351,17 @@ func (g *gitSearch) walk(maxDirs int, enter func(p string) bool, visit func(dir 
 		if !below {
 			continue
 		}
+		// In name order, so that the search's order does not depend on
+		// the directory's.
+		var subdirs []string
 		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" && enter(p) {
+			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" {
+				subdirs = append(subdirs, e.Name())
+			}
+		}
+		slices.Sort(subdirs)
+		for _, name := range subdirs {
+			if p := filepath.Join(dir, name); enter(p) {
 				queue = append(queue, p)
 			}
 		}
@@ -374,6 +385,13 @@ func unixType(t fs.FileMode) int {
 // readDir lists a directory of the workspace, sorted, reached without
 // following links.
 func (g *gitSearch) readDir(dir string) ([]os.DirEntry, error) {
+	entries, err := g.readDirUnsorted(dir)
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+// readDirUnsorted is readDir in the directory's own order.
+func (g *gitSearch) readDirUnsorted(dir string) ([]os.DirEntry, error) {
 	fd, err := openBeneath(g.ws.fd(), g.rel(dir), unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
@@ -381,9 +399,7 @@ func (g *gitSearch) readDir(dir string) ([]os.DirEntry, error) {
 	// Named by /proc so that an entry of unknown type is looked up there.
 	f := os.NewFile(uintptr(fd), fmt.Sprintf("/proc/self/fd/%d", fd))
 	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, err
+	return f.ReadDir(-1)
 }
 
 // fingerprint tells what is at p (in the workspace) apart from what the
@@ -564,31 +580,54 @@ func (g *gitSearch) checkLinks() error {
 			continue
 		}
 		seen[dir] = true
+		// One listing of the git directory tells which of gitLinked are
+		// there and which are links (its entries' types): only a link
+		// needs a closer look. One that cannot be listed (searchable, not
+		// readable) is checked name by name.
+		top, err := g.listDir(dir)
+		listed := err == nil
+		types := map[string]fs.FileMode{}
+		for _, e := range top {
+			types[e.Name()] = e.Type()
+		}
 		for _, name := range gitLinked {
 			p := filepath.Join(dir, name)
-			if err := g.checkLink(p); err != nil {
-				return err
+			typ, there := types[name]
+			if listed && !there {
+				continue
+			}
+			if !listed || typ&fs.ModeSymlink != 0 {
+				if err := g.checkLink(p); err != nil {
+					return err
+				}
 			}
 			if name != "hooks" && name != "info" {
 				continue
 			}
-			entries, err := g.listDir(p)
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if err := g.checkEntry(filepath.Join(p, e), name == "hooks"); err != nil {
-					return err
-				}
+			if err := g.checkEntries(p, name == "hooks"); err != nil {
+				return err
 			}
 		}
 	}
 	for _, dir := range g.hookDirs {
-		entries, _ := g.listDir(dir)
-		for _, e := range entries {
-			if err := g.checkEntry(filepath.Join(dir, e), true); err != nil {
-				return err
-			}
+		if err := g.checkEntries(dir, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEntries checks the entries of a protected hooks or info directory
+// (checkEntry); only a link can lead elsewhere, and the listing says which
+// are links.
+func (g *gitSearch) checkEntries(dir string, hooks bool) error {
+	entries, _ := g.listDir(dir)
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if err := g.checkEntry(filepath.Join(dir, e.Name()), hooks); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -648,21 +687,14 @@ func (g *gitSearch) checkLink(p string) error {
 	return nil
 }
 
-// listDir lists the names in a directory, inside the workspace without
-// following links.
-func (g *gitSearch) listDir(dir string) ([]string, error) {
-	var entries []os.DirEntry
-	var err error
+// listDir lists a directory, inside the workspace without following
+// links; each entry's type is the directory's (lstat where the file
+// system does not say).
+func (g *gitSearch) listDir(dir string) ([]os.DirEntry, error) {
 	if g.inside(dir) {
-		entries, err = g.readDir(dir)
-	} else {
-		entries, err = os.ReadDir(dir)
+		return g.readDir(dir)
 	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out, err
+	return os.ReadDir(dir)
 }
 
 // readFile reads a regular file of at most max bytes: inside the

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -324,7 +325,9 @@ func isConfigBool(v string) bool {
 	return false
 }
 
-var configSection = regexp.MustCompile(`^\[\s*([A-Za-z0-9.-]+)(\s+"(?:[^"\\]|\\.)*")?\s*\]`)
+var configSection = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[\s*([A-Za-z0-9.-]+)(\s+"(?:[^"\\]|\\.)*")?\s*\]`)
+})
 
 // configEntry is one key = value line of a git config file.
 type configEntry struct {
@@ -347,7 +350,7 @@ func configEntries(b []byte) []configEntry {
 	b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\\\r\n"), nil), []byte("\\\n"), nil)
 	for _, raw := range bytes.Split(b, []byte("\n")) {
 		line := strings.TrimSpace(string(raw))
-		if m := configSection.FindStringSubmatch(line); m != nil {
+		if m := configSection().FindStringSubmatch(line); m != nil {
 			section, sub = strings.ToLower(m[1]), m[2] != ""
 			line = strings.TrimSpace(line[len(m[0]):])
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +26,11 @@ import (
 // headRef is the start of a HEAD file that git accepts, read widely: a
 // symbolic ref ("ref:", maybe blanks, "refs/") or an object name in
 // either case.
-var headRef = regexp.MustCompile(`(?i)^(ref:\s*refs/|[0-9a-f]{40}|[0-9a-f]{64})`)
+// Compiled on first use: the init binary links this package too, and
+// starts on every run.
+var headRef = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)^(ref:\s*refs/|[0-9a-f]{40}|[0-9a-f]{64})`)
+})
 
 // bareRepository reports whether dir, with these entries, is a directory
 // git would take for a (bare) repository, erring wide as git's own test
@@ -56,7 +61,7 @@ func (g *gitSearch) bareRepository(dir string, entries []os.DirEntry) bool {
 		return err == nil && strings.HasPrefix(target, "refs/")
 	}
 	b, err := g.readFile(p, 256)
-	return err == nil && headRef.Match(b)
+	return err == nil && headRef().Match(b)
 }
 
 // LeftRepositories lists, relative to the workspace, the repositories
@@ -89,8 +94,8 @@ func LeftRepositories(ws *Workspace, g GitProtection) (left, unchecked []string,
 			left = append(left, s.rel(dir)) // and on: a repository may hide inside another
 		}
 		for _, e := range entries {
-			if p := filepath.Join(dir, e.Name()); e.Name() == ".git" && isNew(p) {
-				left = append(left, s.rel(p))
+			if e.Name() == ".git" && isNew(filepath.Join(dir, e.Name())) {
+				left = append(left, s.rel(filepath.Join(dir, e.Name())))
 			}
 		}
 		return true, nil

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun-dev/agentrun/internal/phases"
 )
 
 // Prepared is a command wrapped in bubblewrap, ready to start. Start it
@@ -59,6 +61,7 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 			p.Close()
 		}
 	}()
+	phases.Mark("prepare")
 	init := InitOptions{Proxy: !cfg.NoNetwork, UID: -1, GID: -1, Dir: cfg.Workspace, DirID: cfg.Dir.id.String(), MaxProcs: cfg.MaxProcs}
 	if needsDrop() {
 		if p.drop, err = newDropped(cfg, cfg.initCommand(cfg.Init)); err != nil {
@@ -66,11 +69,13 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 		}
 		init.UID, init.GID = AgentUID, AgentUID
 	}
+	phases.Mark("deny-list")
 	deny, ps, err := prepareDeny(cfg.DenyRead, p.drop.reachable)
 	p.placeholders = ps
 	if err != nil {
 		return p, fmt.Errorf("cannot protect the deny-read paths: %w", err)
 	}
+	phases.Mark("prepare")
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return p, fmt.Errorf("control socket: %w", err)
@@ -113,7 +118,7 @@ func Prepare(cfg Config, env, argv []string) (p *Prepared, err error) {
 		return p, err
 	}
 	full := append(Args(bwrap, cfg, deny, p.drop, ws), cfg.initCommand(InitPath)...)
-	full = append(append(full, init.args()...), "--")
+	full = append(append(full, init.Args()...), "--")
 	p.Argv = append(full, argv...)
 	return p, nil
 }

@@ -1,6 +1,10 @@
 package sandbox
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/agentrun-dev/agentrun/sandbox/initproc"
+)
 
 // The sandbox's environment is the agent's, and bubblewrap, which builds
 // the sandbox, runs with it: a dynamic program, started by the runner
@@ -16,7 +20,7 @@ import "strings"
 // environment only.
 
 // loaderEnvPrefix renames a loader variable on its way to the agent.
-const loaderEnvPrefix = "AGENTRUN_SANDBOX_ENV_"
+const loaderEnvPrefix = initproc.LoaderEnvPrefix
 
 // loaderVariables are the variables, besides every LD_*, that glibc drops
 // for setuid programs (its "unsecure" list: they load code, read files or
@@ -47,37 +51,4 @@ func holdLoaderEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// agentEnv is the init's environment for the agent: each held loader
-// variable under its own name again (replacing one of that name).
-func agentEnv(env []string) []string {
-	held := map[string]string{}
-	var order []string
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if rest, ok := strings.CutPrefix(kv, loaderEnvPrefix); ok {
-			name, _, _ := strings.Cut(rest, "=")
-			if _, dup := held[name]; !dup {
-				order = append(order, name)
-			}
-			held[name] = rest
-			continue
-		}
-		out = append(out, kv)
-	}
-	if len(held) == 0 {
-		return out
-	}
-	kept := out[:0]
-	for _, kv := range out {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, ok := held[name]; !ok {
-			kept = append(kept, kv)
-		}
-	}
-	for _, name := range order {
-		kept = append(kept, held[name])
-	}
-	return kept
 }

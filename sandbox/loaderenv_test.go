@@ -3,6 +3,8 @@ package sandbox
 import (
 	"slices"
 	"testing"
+
+	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
 
 // TestLoaderVariablesSkipBubblewrap: the variables the dynamic loader acts
@@ -18,11 +20,11 @@ func TestLoaderVariablesSkipBubblewrap(t *testing.T) {
 	if !slices.Equal(held, want) {
 		t.Errorf("held:\n%q\nwant\n%q", held, want)
 	}
-	if got := agentEnv(held); !slices.Equal(got, []string{"PATH=/usr/bin", "HOME=/h", "OLD_LD_PRELOAD=kept", "LD_PRELOAD=/workspace/x.so",
+	if got := initproc.AgentEnv(held); !slices.Equal(got, []string{"PATH=/usr/bin", "HOME=/h", "OLD_LD_PRELOAD=kept", "LD_PRELOAD=/workspace/x.so",
 		"LD_LIBRARY_PATH=/workspace", "GLIBC_TUNABLES=glibc.malloc.x=1", "GCONV_PATH=/workspace/gconv", "MALLOC_TRACE=/etc/x"}) {
 		t.Errorf("the agent's: %q", got)
 	}
-	if got := agentEnv([]string{"A=1"}); !slices.Equal(got, []string{"A=1"}) {
+	if got := initproc.AgentEnv([]string{"A=1"}); !slices.Equal(got, []string{"A=1"}) {
 		t.Errorf("nothing held: %q", got)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentrun-dev/agentrun/internal/phases"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/sandbox"
 )
 
 func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
+	phases.Mark("flags")
 	var c runner.SandboxCommand
 	var eventsPath string
 	fs := flag.NewFlagSet("agentrun sandbox", flag.ContinueOnError)
@@ -40,7 +42,17 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	return runner.RunSandbox(ctx, c, stdin, stdout, stderr, netEvents)
+	code := runner.RunSandbox(ctx, c, stdin, stdout, stderr, netEvents)
+	if p := phases.Path(); p != "" {
+		// Opened as --events is: the agent may have planted a link there.
+		if f, err := runner.FilesFor(c.Cwd).Append(p, 0o644); err != nil {
+			fmt.Fprintf(stderr, "agentrun sandbox: %s: %v\n", phases.EnvVar, err)
+		} else {
+			_ = phases.WriteTo(f)
+			f.Close()
+		}
+	}
+	return code
 }
 
 // sandboxInitCmd is the first process inside the sandbox (not for people).

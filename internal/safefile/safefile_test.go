@@ -101,6 +101,32 @@ func TestCreateDoesNotWriteThroughLinks(t *testing.T) {
 	}
 }
 
+// TestAppendDoesNotWriteThroughLinks: Append keeps what is there and adds
+// to it, and refuses a link planted in the workspace as Create does.
+func TestAppendDoesNotWriteThroughLinks(t *testing.T) {
+	ws, secret := fixture(t)
+	g := Guard{Untrusted: []string{ws}}
+	for _, p := range []string{filepath.Join(ws, "link.jsonl"), filepath.Join(ws, "linkdir", "id_rsa")} {
+		if f, err := g.Append(p, 0o600); err == nil {
+			f.WriteString("agent text")
+			f.Close()
+			t.Errorf("Append %s went through a link", p)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "PRIVATE KEY" {
+		t.Fatalf("the host file was changed: %q", b)
+	}
+	for _, line := range []string{"a\n", "b\n"} {
+		f, err := g.Append(filepath.Join(ws, "phases"), 0o600)
+		must(t, err)
+		f.WriteString(line)
+		f.Close()
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "phases")); string(b) != "a\nb\n" {
+		t.Errorf("Append must keep what is there: %q", b)
+	}
+}
+
 func TestWriteFileReplacesALinkInsteadOfFollowingIt(t *testing.T) {
 	ws, secret := fixture(t)
 	g := Guard{Untrusted: []string{ws}}
