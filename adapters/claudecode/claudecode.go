@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/recent"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // Name is the runtime's name in flags, events and the API.
@@ -51,6 +51,8 @@ type Adapter struct {
 
 	lastResult *wireLine
 	apiError   string // the text of the last synthetic API error message
+
+	dec wirejson.Decoder // reused for every line
 }
 
 type subagentState struct {
@@ -160,14 +162,12 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		// A field of an unexpected type (permission_denied's "message" is a
-		// string, not a message object) is skipped by encoding/json, which
-		// still fills the rest: only syntax errors make a line unusable.
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return
-		}
+	if err := decodeLine(&a.dec, line, &l); err != nil {
+		// Only syntax errors make a line unusable: a field of an unexpected
+		// type (permission_denied's "message" is a string, not a message
+		// object) is skipped, as encoding/json skips it, and the rest still
+		// counts.
+		return
 	}
 	parent := ""
 	if l.ParentToolUseID != nil {
@@ -290,7 +290,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 	if l.IsAPIError || m.Model == syntheticModel {
 		// claude-code wrote this message itself: no model call, no usage
 		// (docs/events.md, "usage"). Its text is the error the run failed with.
-		for _, b := range decodeBlocks(m.Content) {
+		for _, b := range a.blocks(m.Content) {
 			if b.Type == "text" && b.Text != "" {
 				a.apiError = b.Text
 			}
@@ -312,7 +312,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 			emit(records.CallUsage{Parent: parent, CallID: m.ID, Counts: c.usage})
 		}
 	}
-	for _, b := range decodeBlocks(m.Content) {
+	for _, b := range a.blocks(m.Content) {
 		switch b.Type {
 		case "text":
 			if strings.TrimSpace(b.Text) != "" {
@@ -350,7 +350,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	if l.IsReplay && parent == "" {
 		if !a.prompted {
 			a.prompted = true
-			emit(records.Prompt{Text: promptText(m.Content), Images: a.images})
+			emit(records.Prompt{Text: a.promptText(m.Content), Images: a.images})
 		}
 		return
 	}
@@ -366,7 +366,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			deniedByMeta[meta.ID] = true
 		}
 	}
-	for _, b := range decodeBlocks(m.Content) {
+	for _, b := range a.blocks(m.Content) {
 		if b.Type != "tool_result" {
 			continue
 		}
@@ -375,7 +375,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			continue
 		}
 		if s, ok := a.subagents[b.ToolUseID]; ok {
-			res := decodeAgentResult(l.ToolUseResult)
+			res := a.agentResult(l.ToolUseResult)
 			// A background subagent's tool result only says it was launched;
 			// its end comes later as task_notification or task_updated.
 			if !failed && (s.background || res.Status == "async_launched") {
@@ -399,12 +399,13 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	}
 }
 
-// decodeAgentResult reads an Agent call's tool_use_result (a string when
-// the call failed).
-func decodeAgentResult(raw json.RawMessage) agentResult {
+// agentResult reads an Agent call's tool_use_result (a string when the
+// call failed).
+func (a *Adapter) agentResult(raw json.RawMessage) agentResult {
 	var r agentResult
 	if len(raw) > 0 && raw[0] == '{' {
-		_ = json.Unmarshal(raw, &r)
+		a.dec.Reset(raw)
+		_ = decodeWireAgentResult(&a.dec, &r)
 	}
 	return r
 }
@@ -456,7 +457,8 @@ func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
 func (a *Adapter) result(l *wireLine, emit adapters.Emit) {
 	a.flushCalls(func(*call) bool { return true }, emit)
 	copy := *l
-	copy.Message = nil
+	// The raw fields are slices of the line, which is reused.
+	copy.Message, copy.Error, copy.ToolUseResult = nil, nil, nil
 	a.lastResult = &copy
 	if l.SessionID != "" {
 		emit(records.Session{ID: l.SessionID})
@@ -596,25 +598,29 @@ func (a *Adapter) errorMessage() string {
 	return ""
 }
 
-func decodeBlocks(raw json.RawMessage) []wireBlock {
+// blocks reads a message's content blocks (raw is part of a line that was
+// decoded: valid JSON).
+func (a *Adapter) blocks(raw json.RawMessage) []wireBlock {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
 	var blocks []wireBlock
-	_ = json.Unmarshal(raw, &blocks)
+	a.dec.Reset(raw)
+	_ = wirejson.Slice(&a.dec, &blocks, decodeWireBlock)
 	return blocks
 }
 
 // promptText is the text of an echoed user message: a string, or the text
 // blocks of a block list (images are listed from --image, not from here).
-func promptText(raw json.RawMessage) string {
+func (a *Adapter) promptText(raw json.RawMessage) string {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		_ = json.Unmarshal(raw, &s)
+		a.dec.Reset(raw)
+		_ = a.dec.String(&s)
 		return s
 	}
 	var parts []string
-	for _, b := range decodeBlocks(raw) {
+	for _, b := range a.blocks(raw) {
 		if b.Type == "text" {
 			parts = append(parts, b.Text)
 		}
