@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"mime"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -48,6 +49,7 @@ type Adapter struct {
 	callOrder     []string
 	finishedCalls *recent.Set // message ids whose usage is out: later blocks of them add nothing
 	streamingID   string      // the message id of the main agent's current stream_event call
+	subagentsSeen int         // subagents started so far
 
 	lastResult *wireLine
 	apiError   string // the text of the last synthetic API error message
@@ -56,6 +58,7 @@ type Adapter struct {
 }
 
 type subagentState struct {
+	started    int // the order subagents started in, for Close
 	background bool
 	completed  bool // task_updated said completed; the report may follow
 }
@@ -207,8 +210,7 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 		if s == nil {
 			// The Agent tool_use line was not seen (a cut stream): start the
 			// subagent from what the task line says.
-			s = &subagentState{}
-			a.subagents[l.ToolUseID] = s
+			s = a.newSubagent(l.ToolUseID)
 			emit(records.SubagentStart{ID: l.ToolUseID, Kind: l.SubagentType, Description: l.Description})
 		}
 		if l.IsBackgrounded != nil && *l.IsBackgrounded {
@@ -248,6 +250,13 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 			}
 		}
 	}
+}
+
+func (a *Adapter) newSubagent(id string) *subagentState {
+	a.subagentsSeen++
+	s := &subagentState{started: a.subagentsSeen}
+	a.subagents[id] = s
+	return s
 }
 
 // finishLastCall sets the final output of subagent id's pending call from
@@ -331,7 +340,7 @@ func (a *Adapter) toolUse(b wireBlock, parent string, emit adapters.Emit) {
 		if _, seen := a.subagents[b.ID]; seen || a.endedSubs.Has(b.ID) {
 			return
 		}
-		a.subagents[b.ID] = &subagentState{background: in.RunInBackground != nil && *in.RunInBackground}
+		a.newSubagent(b.ID).background = in.RunInBackground != nil && *in.RunInBackground
 		kind := in.SubagentType
 		if kind == "" {
 			kind = "general-purpose"
@@ -478,7 +487,14 @@ func totals(l *wireLine) events.Totals {
 	if len(l.ModelUsage) == 0 {
 		return t
 	}
-	for model, mu := range l.ModelUsage {
+	// Sorted: the sums of costs are the same in every replay.
+	models := make([]string, 0, len(l.ModelUsage))
+	for model := range l.ModelUsage {
+		models = append(models, model)
+	}
+	sort.Strings(models)
+	for _, model := range models {
+		mu := l.ModelUsage[model]
 		t.AddModel(model, events.TokenCounts{InputTokens: mu.InputTokens, OutputTokens: mu.OutputTokens,
 			CacheReadTokens: mu.CacheReadInputTokens, CacheWriteTokens: mu.CacheCreationInputTokens, CostUSD: mu.CostUSD})
 	}
@@ -549,10 +565,18 @@ func mergeUsage(c events.TokenCounts, u *wireUsage) events.TokenCounts {
 // Close ends the subagents claude-code reported completed without a closing
 // report, and emits the usage of calls that never reported their end.
 func (a *Adapter) Close(emit adapters.Emit) {
+	// In the order they started: the same output gives the same stream.
+	var completed []string
 	for id, s := range a.subagents {
 		if s.completed {
-			a.endSubagent(id, false, emit)
+			completed = append(completed, id)
 		}
+	}
+	sort.Slice(completed, func(i, j int) bool {
+		return a.subagents[completed[i]].started < a.subagents[completed[j]].started
+	})
+	for _, id := range completed {
+		a.endSubagent(id, false, emit)
 	}
 	a.flushCalls(func(*call) bool { return true }, emit)
 }
