@@ -466,8 +466,9 @@ func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
 func (a *Adapter) result(l *wireLine, emit adapters.Emit) {
 	a.flushCalls(func(*call) bool { return true }, emit)
 	copy := *l
-	// The raw fields are slices of the line, which is reused.
-	copy.Message, copy.Error, copy.ToolUseResult = nil, nil, nil
+	// Only the result fields are kept: the raw ones (and the message's
+	// content) are slices of the line, which is reused.
+	copy.Message, copy.Event, copy.Error, copy.ToolUseResult = nil, nil, nil, nil
 	a.lastResult = &copy
 	if l.SessionID != "" {
 		emit(records.Session{ID: l.SessionID})
