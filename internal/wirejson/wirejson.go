@@ -577,19 +577,13 @@ func (d *Decoder) Int64(n *int64) error {
 	return nil
 }
 
-// Int is Int64 for an int.
+// Int is Int64 for an int: a number out of int's range leaves n as it is.
 func (d *Decoder) Int(n *int) error {
-	var v int64
-	ok := false
-	c := d.peek()
-	if c != '-' && !isDigit(c) {
-		return d.Skip()
-	}
-	item, err := d.number()
-	if err != nil {
+	v := int64(*n)
+	if err := d.Int64(&v); err != nil {
 		return err
 	}
-	if v, ok = parseInt(item); ok && int64(int(v)) == v {
+	if int64(int(v)) == v {
 		*n = int(v)
 	}
 	return nil
