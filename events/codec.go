@@ -13,23 +13,33 @@ import (
 type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
-	buf []byte
+	buf jsonBuffer
+	// enc encodes into buf, reused for every event (Marshal's encoding:
+	// HTML escaping off); Encode ends the line with its LF.
+	enc *json.Encoder
 }
 
 // NewWriter returns a Writer on w. w should be unbuffered (a file or pipe):
 // the Writer issues exactly one Write per event.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+func NewWriter(w io.Writer) *Writer {
+	wr := &Writer{w: w}
+	wr.enc = json.NewEncoder(&wr.buf)
+	wr.enc.SetEscapeHTML(false)
+	return wr
+}
 
 // Write encodes e as one JSON line.
 func (w *Writer) Write(e Event) error {
-	b, err := Marshal(e)
-	if err != nil {
-		return err
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = append(append(w.buf[:0], b...), '\n')
-	_, err = w.w.Write(w.buf)
+	w.buf.data = w.buf.data[:0]
+	if err := w.enc.Encode(e); err != nil {
+		return err
+	}
+	_, err := w.w.Write(w.buf.data)
+	if cap(w.buf.data) > 1<<20 {
+		w.buf.data = nil // one huge event does not keep its buffer
+	}
 	return err
 }
 

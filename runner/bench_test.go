@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,16 @@ func heapMB() float64 {
 	return float64(m.HeapInuse) / (1 << 20)
 }
 
+// peakRSSMB is the process's peak resident memory so far (the 64 MiB
+// block included); hack/bench.sh runs each benchmark in its own process.
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // KiB on Linux
+}
+
 // BenchmarkStreamBaseline only splits lines and decodes each line's type.
 func BenchmarkStreamBaseline(b *testing.B) {
 	block := loadBenchBlock(b)
@@ -95,6 +106,7 @@ func BenchmarkStreamBaseline(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(first, "heap-first-MB")
 	b.ReportMetric(heapMB(), "heap-last-MB")
+	b.ReportMetric(peakRSSMB(), "peak-rss-MB")
 }
 
 // BenchmarkStreamTranslate is `agentrun translate` without the process:
@@ -119,4 +131,5 @@ func BenchmarkStreamTranslate(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(first, "heap-first-MB")
 	b.ReportMetric(heapMB(), "heap-last-MB")
+	b.ReportMetric(peakRSSMB(), "peak-rss-MB")
 }

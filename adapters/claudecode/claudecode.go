@@ -7,10 +7,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -18,6 +18,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/records"
 	"github.com/agentrun-dev/agentrun/internal/recent"
 	"github.com/agentrun-dev/agentrun/internal/safefile"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // Name is the runtime's name in flags, events and the API.
@@ -48,12 +49,16 @@ type Adapter struct {
 	callOrder     []string
 	finishedCalls *recent.Set // message ids whose usage is out: later blocks of them add nothing
 	streamingID   string      // the message id of the main agent's current stream_event call
+	subagentsSeen int         // subagents started so far
 
 	lastResult *wireLine
 	apiError   string // the text of the last synthetic API error message
+
+	dec wirejson.Decoder // reused for every line
 }
 
 type subagentState struct {
+	started    int // the order subagents started in, for Close
 	background bool
 	completed  bool // task_updated said completed; the report may follow
 }
@@ -160,14 +165,12 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		// A field of an unexpected type (permission_denied's "message" is a
-		// string, not a message object) is skipped by encoding/json, which
-		// still fills the rest: only syntax errors make a line unusable.
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return
-		}
+	if err := decodeLine(&a.dec, line, &l); err != nil {
+		// Only syntax errors make a line unusable: a field of an unexpected
+		// type (permission_denied's "message" is a string, not a message
+		// object) is skipped, as encoding/json skips it, and the rest still
+		// counts.
+		return
 	}
 	parent := ""
 	if l.ParentToolUseID != nil {
@@ -207,8 +210,7 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 		if s == nil {
 			// The Agent tool_use line was not seen (a cut stream): start the
 			// subagent from what the task line says.
-			s = &subagentState{}
-			a.subagents[l.ToolUseID] = s
+			s = a.newSubagent(l.ToolUseID)
 			emit(records.SubagentStart{ID: l.ToolUseID, Kind: l.SubagentType, Description: l.Description})
 		}
 		if l.IsBackgrounded != nil && *l.IsBackgrounded {
@@ -248,6 +250,13 @@ func (a *Adapter) system(l *wireLine, emit adapters.Emit) {
 			}
 		}
 	}
+}
+
+func (a *Adapter) newSubagent(id string) *subagentState {
+	a.subagentsSeen++
+	s := &subagentState{started: a.subagentsSeen}
+	a.subagents[id] = s
+	return s
 }
 
 // finishLastCall sets the final output of subagent id's pending call from
@@ -290,7 +299,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 	if l.IsAPIError || m.Model == syntheticModel {
 		// claude-code wrote this message itself: no model call, no usage
 		// (docs/events.md, "usage"). Its text is the error the run failed with.
-		for _, b := range decodeBlocks(m.Content) {
+		for _, b := range a.blocks(m.Content) {
 			if b.Type == "text" && b.Text != "" {
 				a.apiError = b.Text
 			}
@@ -312,7 +321,7 @@ func (a *Adapter) assistant(l *wireLine, parent string, emit adapters.Emit) {
 			emit(records.CallUsage{Parent: parent, CallID: m.ID, Counts: c.usage})
 		}
 	}
-	for _, b := range decodeBlocks(m.Content) {
+	for _, b := range a.blocks(m.Content) {
 		switch b.Type {
 		case "text":
 			if strings.TrimSpace(b.Text) != "" {
@@ -331,7 +340,7 @@ func (a *Adapter) toolUse(b wireBlock, parent string, emit adapters.Emit) {
 		if _, seen := a.subagents[b.ID]; seen || a.endedSubs.Has(b.ID) {
 			return
 		}
-		a.subagents[b.ID] = &subagentState{background: in.RunInBackground != nil && *in.RunInBackground}
+		a.newSubagent(b.ID).background = in.RunInBackground != nil && *in.RunInBackground
 		kind := in.SubagentType
 		if kind == "" {
 			kind = "general-purpose"
@@ -350,7 +359,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	if l.IsReplay && parent == "" {
 		if !a.prompted {
 			a.prompted = true
-			emit(records.Prompt{Text: promptText(m.Content), Images: a.images})
+			emit(records.Prompt{Text: a.promptText(m.Content), Images: a.images})
 		}
 		return
 	}
@@ -366,7 +375,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			deniedByMeta[meta.ID] = true
 		}
 	}
-	for _, b := range decodeBlocks(m.Content) {
+	for _, b := range a.blocks(m.Content) {
 		if b.Type != "tool_result" {
 			continue
 		}
@@ -375,7 +384,7 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 			continue
 		}
 		if s, ok := a.subagents[b.ToolUseID]; ok {
-			res := decodeAgentResult(l.ToolUseResult)
+			res := a.agentResult(l.ToolUseResult)
 			// A background subagent's tool result only says it was launched;
 			// its end comes later as task_notification or task_updated.
 			if !failed && (s.background || res.Status == "async_launched") {
@@ -399,12 +408,13 @@ func (a *Adapter) user(l *wireLine, parent string, emit adapters.Emit) {
 	}
 }
 
-// decodeAgentResult reads an Agent call's tool_use_result (a string when
-// the call failed).
-func decodeAgentResult(raw json.RawMessage) agentResult {
+// agentResult reads an Agent call's tool_use_result (a string when the
+// call failed).
+func (a *Adapter) agentResult(raw json.RawMessage) agentResult {
 	var r agentResult
 	if len(raw) > 0 && raw[0] == '{' {
-		_ = json.Unmarshal(raw, &r)
+		a.dec.Reset(raw)
+		_ = decodeWireAgentResult(&a.dec, &r)
 	}
 	return r
 }
@@ -456,7 +466,9 @@ func (a *Adapter) streamEvent(l *wireLine, parent string, emit adapters.Emit) {
 func (a *Adapter) result(l *wireLine, emit adapters.Emit) {
 	a.flushCalls(func(*call) bool { return true }, emit)
 	copy := *l
-	copy.Message = nil
+	// Only the result fields are kept: the raw ones (and the message's
+	// content) are slices of the line, which is reused.
+	copy.Message, copy.Event, copy.Error, copy.ToolUseResult = nil, nil, nil, nil
 	a.lastResult = &copy
 	if l.SessionID != "" {
 		emit(records.Session{ID: l.SessionID})
@@ -476,7 +488,14 @@ func totals(l *wireLine) events.Totals {
 	if len(l.ModelUsage) == 0 {
 		return t
 	}
-	for model, mu := range l.ModelUsage {
+	// Sorted: the sums of costs are the same in every replay.
+	models := make([]string, 0, len(l.ModelUsage))
+	for model := range l.ModelUsage {
+		models = append(models, model)
+	}
+	sort.Strings(models)
+	for _, model := range models {
+		mu := l.ModelUsage[model]
 		t.AddModel(model, events.TokenCounts{InputTokens: mu.InputTokens, OutputTokens: mu.OutputTokens,
 			CacheReadTokens: mu.CacheReadInputTokens, CacheWriteTokens: mu.CacheCreationInputTokens, CostUSD: mu.CostUSD})
 	}
@@ -547,10 +566,18 @@ func mergeUsage(c events.TokenCounts, u *wireUsage) events.TokenCounts {
 // Close ends the subagents claude-code reported completed without a closing
 // report, and emits the usage of calls that never reported their end.
 func (a *Adapter) Close(emit adapters.Emit) {
+	// In the order they started: the same output gives the same stream.
+	var completed []string
 	for id, s := range a.subagents {
 		if s.completed {
-			a.endSubagent(id, false, emit)
+			completed = append(completed, id)
 		}
+	}
+	sort.Slice(completed, func(i, j int) bool {
+		return a.subagents[completed[i]].started < a.subagents[completed[j]].started
+	})
+	for _, id := range completed {
+		a.endSubagent(id, false, emit)
 	}
 	a.flushCalls(func(*call) bool { return true }, emit)
 }
@@ -596,25 +623,29 @@ func (a *Adapter) errorMessage() string {
 	return ""
 }
 
-func decodeBlocks(raw json.RawMessage) []wireBlock {
+// blocks reads a message's content blocks (raw is part of a line that was
+// decoded: valid JSON).
+func (a *Adapter) blocks(raw json.RawMessage) []wireBlock {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
 	var blocks []wireBlock
-	_ = json.Unmarshal(raw, &blocks)
+	a.dec.Reset(raw)
+	_ = wirejson.Slice(&a.dec, &blocks, decodeWireBlock)
 	return blocks
 }
 
 // promptText is the text of an echoed user message: a string, or the text
 // blocks of a block list (images are listed from --image, not from here).
-func promptText(raw json.RawMessage) string {
+func (a *Adapter) promptText(raw json.RawMessage) string {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		_ = json.Unmarshal(raw, &s)
+		a.dec.Reset(raw)
+		_ = a.dec.String(&s)
 		return s
 	}
 	var parts []string
-	for _, b := range decodeBlocks(raw) {
+	for _, b := range a.blocks(raw) {
 		if b.Type == "text" {
 			parts = append(parts, b.Text)
 		}

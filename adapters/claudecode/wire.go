@@ -11,36 +11,29 @@ type wireLine struct {
 	SessionID string `json:"session_id"`
 
 	// assistant, user, stream_event
-	Message         *wireMessage    `json:"message"`
-	ParentToolUseID *string         `json:"parent_tool_use_id"`
-	IsReplay        bool            `json:"isReplay"`
-	IsSynthetic     bool            `json:"isSynthetic"`
-	IsAPIError      bool            `json:"is_api_error_message"`
-	Error           json.RawMessage `json:"error"` // a string on assistant lines, a string on api_retry
-	ToolUseResult   json.RawMessage `json:"tool_use_result"`
-	ToolResultMeta  []struct {
-		ID               string `json:"id"`
-		NonExecutionKind string `json:"non_execution_kind"`
-	} `json:"tool_result_meta"`
-	Event *wireStreamEvent `json:"event"`
+	Message         *wireMessage         `json:"message"`
+	ParentToolUseID *string              `json:"parent_tool_use_id"`
+	IsReplay        bool                 `json:"isReplay"`
+	IsSynthetic     bool                 `json:"isSynthetic"`
+	IsAPIError      bool                 `json:"is_api_error_message"`
+	Error           json.RawMessage      `json:"error"` // a string on assistant lines, a string on api_retry
+	ToolUseResult   json.RawMessage      `json:"tool_use_result"`
+	ToolResultMeta  []wireToolResultMeta `json:"tool_result_meta"`
+	Event           *wireStreamEvent     `json:"event"`
 
 	// system
-	Model          string `json:"model"`
-	ToolName       string `json:"tool_name"`
-	ToolUseID      string `json:"tool_use_id"`
-	TaskID         string `json:"task_id"`
-	TaskType       string `json:"task_type"`
-	Description    string `json:"description"`
-	SubagentType   string `json:"subagent_type"`
-	IsBackgrounded *bool  `json:"is_backgrounded"`
-	Status         string `json:"status"`
-	Patch          *struct {
-		Status string `json:"status"`
-	} `json:"patch"`
+	Model          string     `json:"model"`
+	ToolName       string     `json:"tool_name"`
+	ToolUseID      string     `json:"tool_use_id"`
+	TaskID         string     `json:"task_id"`
+	TaskType       string     `json:"task_type"`
+	Description    string     `json:"description"`
+	SubagentType   string     `json:"subagent_type"`
+	IsBackgrounded *bool      `json:"is_backgrounded"`
+	Status         string     `json:"status"`
+	Patch          *wirePatch `json:"patch"`
 	// task_notification: {"total_tokens": N, ...}; result: the main usage.
-	Usage *struct {
-		TotalTokens *int64 `json:"total_tokens"`
-	} `json:"usage"`
+	Usage *wireTaskUsage `json:"usage"`
 
 	// result
 	IsError           bool                      `json:"is_error"`
@@ -49,9 +42,24 @@ type wireLine struct {
 	TerminalReason    string                    `json:"terminal_reason"`
 	TotalCostUSD      *float64                  `json:"total_cost_usd"`
 	ModelUsage        map[string]wireModelUsage `json:"modelUsage"`
-	PermissionDenials []struct {
-		ToolUseID string `json:"tool_use_id"`
-	} `json:"permission_denials"`
+	PermissionDenials []wireDenial              `json:"permission_denials"`
+}
+
+type wireToolResultMeta struct {
+	ID               string `json:"id"`
+	NonExecutionKind string `json:"non_execution_kind"`
+}
+
+type wirePatch struct {
+	Status string `json:"status"`
+}
+
+type wireTaskUsage struct {
+	TotalTokens *int64 `json:"total_tokens"`
+}
+
+type wireDenial struct {
+	ToolUseID string `json:"tool_use_id"`
 }
 
 type wireMessage struct {
