@@ -330,7 +330,6 @@ func (f *fakeLogs) opened() []string {
 
 func strp(s string) *string { return &s }
 func i64(n int64) *int64    { return &n }
-func i32(n int32) *int32    { return &n }
 func mtime(t time.Time) *metav1.Time {
 	m := metav1.NewTime(t)
 	return &m

@@ -313,7 +313,7 @@ func newSidecar(ip string) (*sidecar, error) {
 		s.polled.Add(1)
 		h.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { srv.Serve(ln); close(s.done) }()
+	go func() { _ = srv.Serve(ln); close(s.done) }() // ErrServerClosed, from the Close below
 	go func() { <-ctx.Done(); srv.Close() }()
 	s.line(`{"schema":1,"type":"start","time":"` + events.FormatTime(time.Now()) + `","runtime":"claude-code","sandbox":"bubblewrap","network":{"mode":"full","allow":[],"enforced":true},"deny_read":[],"model":null,"cwd":"/workspace","argv":["claude"],"env":[]}`)
 	return s, nil
@@ -322,7 +322,7 @@ func newSidecar(ip string) (*sidecar, error) {
 func (s *sidecar) line(l string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	io.WriteString(s.w, l+"\n")
+	_, _ = io.WriteString(s.w, l+"\n") // a progress.LineWriter never fails
 }
 
 // modelCall writes what the runner writes when a call ends: its tool call

@@ -122,7 +122,12 @@ func replayMain(path, syncDir string) int {
 		if syncDir == "" {
 			return
 		}
-		os.WriteFile(filepath.Join(syncDir, name+".paused"), nil, 0o644)
+		// Unable to signal the pause, the program goes on: the test,
+		// waiting for the .paused file, then fails naming it.
+		if err := os.WriteFile(filepath.Join(syncDir, name+".paused"), nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
 		waitFile(filepath.Join(syncDir, name+".go"))
 	}
 	err = runReplay(steps, r.Event, r.StderrWriter(), pause, delay)
@@ -136,7 +141,10 @@ func replayMain(path, syncDir string) int {
 	if err != nil {
 		msg = err.Error()
 	}
-	os.WriteFile(filepath.Join(syncDir, "done"), []byte(msg), 0o644)
+	if err := os.WriteFile(filepath.Join(syncDir, "done"), []byte(msg), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	waitFile(filepath.Join(syncDir, "exit"))
 	return 0
 }
