@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,14 +422,22 @@ func TestFetchGivesUpOnASilentPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// A stalled peer: it reads the request line (whatever it is) and never
+	// answers, until the test is over.
+	over := make(chan struct{})
+	var peers sync.WaitGroup
+	defer func() { close(over); peers.Wait() }()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			// A stalled peer: it reads the request line (whatever it is) and never answers.
-			go func() { _, _ = bufio.NewReader(c).ReadString('\n'); time.Sleep(time.Minute); c.Close() }()
+			peers.Go(func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				<-over
+			})
 		}
 	}()
 	start := time.Now()
