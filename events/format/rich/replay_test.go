@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/agentrun-dev/agentrun/events"
 )
 
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(replayEnv); path != "" {
 		os.Exit(replayMain(path, os.Getenv(syncEnv)))
 	}
-	os.Exit(m.Run())
+	// The live panel's loop is a goroutine per renderer: none may outlive
+	// its test.
+	goleak.VerifyTestMain(m)
 }
 
 // A replay file is an event stream, one event per line, with directive
