@@ -125,7 +125,7 @@ func TestLiveUsageWhileRunning(t *testing.T) {
 		t.Errorf("status %+v", run.Status)
 	}
 	// kubectl get -w shows it climbing: the Tokens column.
-	kubectl := testEnv.ControlPlane.KubeCtl()
+	kubectl := kubectl(t)
 	out, _, err := kubectl.Run("get", "-n", h.ns, "ar", "live")
 	if err != nil {
 		t.Fatal(err)
