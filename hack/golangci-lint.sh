@@ -9,8 +9,10 @@
 #
 # The binary is keyed by the pinned version and the Go version, so a bump of
 # either rebuilds it; otherwise it is reused. `go install pkg@version` checks
-# every module against the checksum database. The first build (about two
-# minutes on two cores) runs under the machine's shared heavy lock.
+# every module against the checksum database. The build (a few minutes on
+# two cores) waits for the machine's shared heavy lock, AGENTRUN_HEAVY_LOCK
+# (default /tmp/agentrun-heavy.lock); set it empty when the caller already
+# holds that lock, or the build would wait for its own caller.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${AGENTRUN_TOOLS_CACHE:-$root/.cache/tools}"
@@ -27,8 +29,12 @@ if [ ! -x "$bin" ]; then
     echo "golangci-lint: building $pkg@$version" >&2
     tmp="$dir.tmp"
     rm -rf "$tmp"
+    heavy=()
+    if [ -n "${AGENTRUN_HEAVY_LOCK-/tmp/agentrun-heavy.lock}" ]; then
+      heavy=(flock -o "${AGENTRUN_HEAVY_LOCK-/tmp/agentrun-heavy.lock}")
+    fi
     GOBIN="$tmp" GOFLAGS="-modcacherw -trimpath" CGO_ENABLED=0 \
-      flock -o /tmp/agentrun-heavy.lock nice -n 10 go install "$pkg@$version" >&2
+      "${heavy[@]}" nice -n 10 go install "$pkg@$version" >&2
     rm -rf "$dir"
     mv "$tmp" "$dir"
   fi
