@@ -59,9 +59,12 @@ ui-build:
 demo-local: build setup
 	hack/demo-local.sh
 
+## lint: gofmt, go vet and golangci-lint (pinned, built into .cache/tools; .golangci.yml).
 lint:
 	gofmt -l . | grep -v '^.cache/' | (! grep .)
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/
+	hack/golangci-lint.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 )
 
 // The chart against a real kube-apiserver (envtest; no controllers run, so
@@ -33,21 +33,9 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd; run " +
-			"`export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)` (make envtest) or make test")
-	}
-	env := &envtest.Environment{}
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	user, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
+	// No CRDs: the chart installs them, which is what is under test.
+	env := testenv.StartT(t, testenv.Options{NoCRDs: true})
+	user, err := env.AddUser(testenv.Admin("helm"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +47,7 @@ func startCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(assets, "kubectl"), cfg: user.Config()}
+	return &cluster{t: t, kubeconfig: path, kubectl: filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), cfg: user.Config()}
 }
 
 func (c *cluster) run(bin string, args ...string) (string, error) {

@@ -45,6 +45,13 @@ import (
 // again if the Job's watch event has not brought it back before.
 const createdRecheck = 5 * time.Second
 
+// conflictRetry is when an object whose write lost to another writer's is
+// read and reconciled again. The other write's watch event usually brings
+// it back sooner; this covers the case where it does not (the write was
+// to another object, or the cache is behind). A fixed short wait, as
+// controller-runtime deprecated the rate-limited Requeue.
+const conflictRetry = 100 * time.Millisecond
+
 // AnnotationRun carries the AgentRun's full name on its Pod (a label value
 // holds only 63 characters), to map Pod events back to the AgentRun.
 const AnnotationRun = "agentrun.dev/run"
@@ -137,7 +144,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if apierrors.IsConflict(err) {
 		// Someone wrote first (the Job controller on a Pod, a user on the
 		// AgentRun): read again, without logging an error.
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return res, err
 }

@@ -323,7 +323,7 @@ func TestHarvestFromTerminationMessage(t *testing.T) {
 	})
 
 	// kubectl wait works on the condition.
-	kubectl := testEnv.ControlPlane.KubeCtl()
+	kubectl := kubectl(t)
 	out, errOut, err := kubectl.Run("wait", "--for=condition=Succeeded", "-n", h.ns, "agentrun/done", "--timeout=10s")
 	if err != nil {
 		b, _ := io.ReadAll(errOut)
@@ -865,7 +865,7 @@ func TestCancelRunning(t *testing.T) {
 	if s := h.kstatusOf("cancel"); s != kstatus.FailedStatus {
 		t.Errorf("kstatus of a cancelled run: %s", s)
 	}
-	kubectl := testEnv.ControlPlane.KubeCtl()
+	kubectl := kubectl(t)
 	if _, errOut, err := kubectl.Run("wait", "--for=condition=Ended", "-n", h.ns, "agentrun/cancel", "--timeout=10s"); err != nil {
 		b, _ := io.ReadAll(errOut)
 		t.Errorf("kubectl wait --for=condition=Ended on a cancelled run: %v: %s", err, b)

@@ -65,7 +65,7 @@ func (r *AgentRunReconciler) completeStatus(s *scope, old, st v1alpha1.AgentRunS
 	if r.Live == nil {
 		return st
 	}
-	doc, written := r.Live.Latest(s.run.UID)
+	doc, written := r.Live.latest(s.run.UID)
 	if doc == nil || doc.Cursor() == written.cursor || emptyDoc(doc) {
 		return st
 	}
@@ -113,7 +113,7 @@ func (r *AgentRunReconciler) statusWritten(s *scope, old, st v1alpha1.AgentRunSt
 		return
 	}
 	if s.liveWrite != nil {
-		r.Live.Written(run.UID, *s.liveWrite)
+		r.Live.noteWritten(run.UID, *s.liveWrite)
 	}
 	if isTerminal(st) {
 		r.Live.Forget(run.UID)

@@ -86,7 +86,7 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			b.Status = st
 			if err := r.Status().Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 				if apierrors.IsConflict(err) {
-					return ctrl.Result{Requeue: true}, nil
+					return ctrl.Result{RequeueAfter: conflictRetry}, nil
 				}
 				return ctrl.Result{}, err
 			}
@@ -130,7 +130,7 @@ func budgetChangeIsUrgent(old, st v1alpha1.AgentBudgetStatus) bool {
 func (r *BudgetReconciler) runDeleted(ctx context.Context, run *v1alpha1.AgentRun, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	st := run.Status
 	if r.Live != nil {
-		if doc, _ := r.Live.Latest(run.UID); doc != nil && !isTerminal(st) {
+		if doc, _ := r.Live.latest(run.UID); doc != nil && !isTerminal(st) {
 			live := applyLive(st, doc)
 			live.Usage = estimateCost(live.Usage, r.Prices)
 			if spendOf(live).tokens >= spendOf(st).tokens {

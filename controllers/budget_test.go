@@ -281,7 +281,7 @@ func TestBudgetKeepsDeletedRunsAcrossRestarts(t *testing.T) {
 	// The new manager takes the document its status already holds as
 	// written; the next one waits for the interval.
 	h.eventually("the new manager has caught up", func() string {
-		doc, w := h.live.Latest(h.get("doomed").UID)
+		doc, w := h.live.latest(h.get("doomed").UID)
 		if doc == nil || w.cursor != doc.Cursor() {
 			return fmt.Sprintf("document %+v, written %+v", doc, w)
 		}
@@ -289,7 +289,7 @@ func TestBudgetKeepsDeletedRunsAcrossRestarts(t *testing.T) {
 	})
 	sc.line(usageLine("m", 300, 0, ""))
 	h.eventually("the manager has read the last document", func() string {
-		if doc, _ := h.live.Latest(h.get("doomed").UID); doc == nil || doc.ModelCalls != 2 {
+		if doc, _ := h.live.latest(h.get("doomed").UID); doc == nil || doc.ModelCalls != 2 {
 			return fmt.Sprintf("document %+v", doc)
 		}
 		return ""

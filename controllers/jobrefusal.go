@@ -15,13 +15,13 @@ import (
 // lasted (about doubling each time), so a quota freed a moment later is
 // seen at once and a long refusal costs a request a minute.
 const (
-	jobRetryMin = time.Second
-	jobRetryMax = time.Minute
+	minJobRetry = time.Second
+	maxJobRetry = time.Minute
 )
 
 // jobRetry is the wait before the next try of a Job refused for elapsed.
 func jobRetry(elapsed time.Duration) time.Duration {
-	return min(max(elapsed, jobRetryMin), jobRetryMax)
+	return min(max(elapsed, minJobRetry), maxJobRetry)
 }
 
 // jobRefusalIsFinal reports whether the API server's refusal of a Job

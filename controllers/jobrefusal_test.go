@@ -143,7 +143,14 @@ func TestJobRejectedByPolicy(t *testing.T) {
 		if err := h.c.Create(h.ctx, binding); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { h.c.Delete(h.ctx, binding); h.c.Delete(h.ctx, vap) })
+		t.Cleanup(func() {
+			if err := h.c.Delete(h.ctx, binding); err != nil {
+				t.Error(err)
+			}
+			if err := h.c.Delete(h.ctx, vap); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	deny("invalid", "test/invalid", nil)
 	deny("forbidden", "test/forbidden", ptr.To(metav1.StatusReasonForbidden))

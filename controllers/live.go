@@ -164,9 +164,9 @@ func (l *Live) startLocked(uid types.UID, r *liveRun) {
 	go l.poll(ctx, uid, r.key, r.url)
 }
 
-// Latest is the run's latest document and what was last written from it;
+// latest is the run's latest document and what was last written from it;
 // nil when there is none.
-func (l *Live) Latest(uid types.UID) (*progress.Doc, liveWritten) {
+func (l *Live) latest(uid types.UID) (*progress.Doc, liveWritten) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := l.runs[uid]; r != nil {
@@ -178,9 +178,9 @@ func (l *Live) Latest(uid types.UID) (*progress.Doc, liveWritten) {
 	return nil, liveWritten{}
 }
 
-// Written records that status now holds doc (the reconciler calls it after
+// noteWritten records that status now holds doc (the reconciler calls it after
 // a successful write).
-func (l *Live) Written(uid types.UID, w liveWritten) {
+func (l *Live) noteWritten(uid types.UID, w liveWritten) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := l.runs[uid]; r != nil {

@@ -42,7 +42,9 @@ func (h *harness) serveProgress(ip string) *sidecar {
 	sc := &sidecar{t: progress.NewTracker(), ln: ln, stopped: make(chan struct{})}
 	sc.w = progress.NewLineWriter(sc.t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { progress.ServeListener(ctx, ln, sc.t); close(sc.stopped) }()
+	// ServeListener's error after cancel is the closed listener's, which the
+	// test provoked itself.
+	go func() { _ = progress.ServeListener(ctx, ln, sc.t); close(sc.stopped) }()
 	h.t.Cleanup(func() { cancel(); <-sc.stopped })
 	return sc
 }
@@ -123,7 +125,7 @@ func TestLiveUsageWhileRunning(t *testing.T) {
 		t.Errorf("status %+v", run.Status)
 	}
 	// kubectl get -w shows it climbing: the Tokens column.
-	kubectl := testEnv.ControlPlane.KubeCtl()
+	kubectl := kubectl(t)
 	out, _, err := kubectl.Run("get", "-n", h.ns, "ar", "live")
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +264,7 @@ func TestSpendMetricsCountEveryRun(t *testing.T) {
 	// The new manager takes the document its status already holds as
 	// written; the next one waits for the interval.
 	h.eventually("the new manager has caught up", func() string {
-		doc, w := h.live.Latest(h.get("counted").UID)
+		doc, w := h.live.latest(h.get("counted").UID)
 		if doc == nil || w.cursor != doc.Cursor() {
 			return fmt.Sprintf("document %+v, written %+v", doc, w)
 		}
@@ -271,7 +273,7 @@ func TestSpendMetricsCountEveryRun(t *testing.T) {
 	sc.line(usageLine("claude-sonnet-5-5", 50, 0, ""))
 	h.eventually("the manager has read the last document", func() string {
 		run := h.get("counted")
-		if doc, _ := h.live.Latest(run.UID); doc == nil || doc.ModelCalls != 3 {
+		if doc, _ := h.live.latest(run.UID); doc == nil || doc.ModelCalls != 3 {
 			return fmt.Sprintf("document %+v", doc)
 		}
 		return ""

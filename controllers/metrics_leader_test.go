@@ -55,7 +55,12 @@ func TestGaugesOnTheLeaderOnly(t *testing.T) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 
 	inProgress := func() float64 {
 		return gauge(t, "agentrun_runs", h.ns, "Pending") + gauge(t, "agentrun_runs", h.ns, "Queued")

@@ -47,7 +47,9 @@ func usage(input int64, cost string, models map[string][2]string) *v1alpha1.Usag
 		u.ByModel = map[string]v1alpha1.TokenCounts{}
 		for m, v := range models {
 			var n int64
-			fmt.Sscan(v[0], &n)
+			if _, err := fmt.Sscan(v[0], &n); err != nil {
+				panic(fmt.Sprintf("usage fixture %q: %v", v[0], err))
+			}
 			u.ByModel[m] = v1alpha1.TokenCounts{InputTokens: ptr.To(n), CostUSD: v[1]}
 		}
 	}

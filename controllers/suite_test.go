@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,12 +26,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 )
 
 // The controller tests run against a real kube-apiserver and etcd
@@ -40,12 +40,10 @@ import (
 // Pods and set their container statuses themselves, as those would.
 
 var (
-	scheme   = runtime.NewScheme()
-	envOnce  sync.Once
-	testEnv  *envtest.Environment
-	envCfg   *rest.Config
-	envErr   error
-	envStart time.Duration
+	scheme  = runtime.NewScheme()
+	logOnce sync.Once
+	testEnv testenv.Shared
+	envCfg  *rest.Config
 )
 
 func init() {
@@ -55,9 +53,17 @@ func init() {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if testEnv != nil {
-		if err := testEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	if err := testEnv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	if code == 0 {
+		// No goroutine of the package's (a controller's, a poller's, a
+		// watch's) outlives its tests. No library goroutine needs to be
+		// passed over: the managers, caches and clients the tests start
+		// stop with them, and envtest's processes are stopped above.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
 		}
 	}
 	os.Exit(code)
@@ -68,25 +74,19 @@ func TestMain(m *testing.M) {
 // suite, not optional.
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: the controller tests need a real kube-apiserver and etcd. " +
-			"Build or locate them with `export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)` (make envtest; " +
-			"10-14 min the first time), or run `make test`, which does it")
-	}
-	envOnce.Do(func() {
-		logf.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-		testEnv = &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-			ErrorIfCRDPathMissing: true,
-		}
-		start := time.Now()
-		envCfg, envErr = testEnv.Start()
-		envStart = time.Since(start)
-	})
-	if envErr != nil {
-		t.Fatalf("starting envtest with KUBEBUILDER_ASSETS=%s: %v", os.Getenv("KUBEBUILDER_ASSETS"), envErr)
-	}
+	logOnce.Do(func() { logf.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel()))) })
+	envCfg = testEnv.Get(t).Config
 	return envCfg
+}
+
+// kubectl runs kubectl against the shared API server as an administrator.
+func kubectl(t *testing.T) testenv.Kubectl {
+	t.Helper()
+	k, err := testEnv.Get(t).Kubectl(testenv.Admin("kubectl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // zapLevel is quiet unless AGENTRUN_TEST_LOG is set: the tests provoke

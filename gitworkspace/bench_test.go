@@ -78,7 +78,9 @@ func BenchmarkCloneAndPublish(b *testing.B) {
 			}
 		}
 		git("clone", "-q", "--depth", "1", srv.Repo("bench"), ".")
-		os.WriteFile(filepath.Join(dir, "change.txt"), []byte("plain\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, "change.txt"), []byte("plain\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
 		git("add", "-A")
 		git("commit", "-qm", "change")
 		git("push", "-q", "origin", "HEAD:refs/heads/plain-"+strconv.Itoa(i))
@@ -92,7 +94,9 @@ func BenchmarkCloneAndPublish(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(ws, "change.txt"), []byte("agent\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(ws, "change.txt"), []byte("agent\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
 		ch, err := c.Record(ctx, "bench-"+strconv.Itoa(i))
 		if err != nil {
 			b.Fatal(err)
@@ -122,7 +126,9 @@ func BenchmarkPublishManyFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 		for j := range 10 {
-			os.WriteFile(filepath.Join(ws, "src", fmt.Sprintf("%03d", j), fmt.Sprintf("file%06d.txt", j)), []byte("changed\n"), 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "src", fmt.Sprintf("%03d", j), fmt.Sprintf("file%06d.txt", j)), []byte("changed\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 		start := time.Now()
 		ch, err := c.Record(ctx, "bench-"+strconv.Itoa(i))
@@ -137,10 +143,13 @@ func BenchmarkPublishManyFiles(b *testing.B) {
 		patch += time.Since(start)
 		c.Close()
 	}
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
-	var self syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	var ru, self syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(files), "files")
 	b.ReportMetric(float64(record.Milliseconds())/float64(b.N), "record-ms")
 	b.ReportMetric(float64(patch.Milliseconds())/float64(b.N), "patch-ms")

@@ -267,7 +267,9 @@ func (c *Checkout) watchSize(ctx context.Context, fetch func(context.Context) er
 // passes stop.
 func dirSize(dir string, stop int64) int64 {
 	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	// The walk's callback swallows every error (an unreadable entry counts
+	// as nothing) and stops with SkipAll, so WalkDir itself returns nil.
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}

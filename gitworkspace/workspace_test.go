@@ -136,7 +136,8 @@ func TestCloneRecordPushPatch(t *testing.T) {
 // assertNoToken: no file under dir holds the token.
 func assertNoToken(t *testing.T, dir string) {
 	t.Helper()
-	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+	// The callback skips what it cannot read, so Walk returns nil.
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
@@ -189,7 +190,9 @@ func TestCloneErrors(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	notEmpty := t.TempDir()
-	os.WriteFile(filepath.Join(notEmpty, "x"), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(notEmpty, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name string
 		edit func(*Spec)
@@ -284,7 +287,9 @@ func TestAgentConfigOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(parent) })
-	os.Chmod(parent, 0o755)
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	ws := filepath.Join(parent, "workspace")
 	c, err := Clone(context.Background(), f.spec, ws)
 	if err != nil {

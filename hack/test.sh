@@ -19,6 +19,8 @@ go vet ./...
 go vet -tags e2e ./test/e2e/
 (cd hack/images && go vet ./...)
 (cd hack/otel-collector && go vet ./...)
+echo "== golangci-lint (.golangci.yml; also hack/images, hack/otel-collector and the e2e tag)"
+hack/golangci-lint.sh
 echo "== ui bundle (hack/ui-build.sh check: kubectl agentrun ui's committed script is the build of its pinned sources)"
 hack/ui-build.sh check
 echo "== go test"

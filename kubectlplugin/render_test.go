@@ -105,7 +105,9 @@ func TestRenderRealStreams(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r.Event(e)
+				if err := r.Event(e); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r.Close()
 			out, errOut, sawEnd, lines := readLog(t, stream.Bytes(), formatText, 0, true)

@@ -324,7 +324,9 @@ func printYAML(e *Env, fs *pflag.FlagSet, run *v1alpha1.AgentRun) int {
 	if err != nil {
 		return fail(e, fs, err)
 	}
-	e.Stdout.Write(b)
+	if _, err := e.Stdout.Write(b); err != nil {
+		return fail(e, fs, err)
+	}
 	return 0
 }
 

@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 )
 
 // The envtest tests run the plugin's verbs, from the command line on,
@@ -29,22 +29,31 @@ import (
 // container statuses themselves, and serve container logs from fakeLogs.
 
 var (
-	envOnce    sync.Once
-	testEnv    *envtest.Environment
-	envCfg     *rest.Config
-	kubeconfig string
-	envErr     error
+	testEnv       testenv.Shared
+	envCfg        *rest.Config
+	kubeconfigDir string
+	kubeconfigOne sync.Once
+	kubeconfig    string
+	kubeconfigErr error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if testEnv != nil {
-		if err := testEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	if err := testEnv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	if code == 0 {
+		// No goroutine of the package's (a controller's, a poller's, a
+		// watch's) outlives its tests. No library goroutine needs to be
+		// passed over: the managers, caches and clients the tests start
+		// stop with them, and envtest's processes are stopped above.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
 		}
 	}
-	if kubeconfig != "" {
-		os.RemoveAll(filepath.Dir(kubeconfig))
+	if kubeconfigDir != "" {
+		os.RemoveAll(kubeconfigDir)
 	}
 	os.Exit(code)
 }
@@ -54,40 +63,18 @@ func TestMain(m *testing.M) {
 // the controller tests do.
 func apiServer(t testing.TB) string {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: these tests need a real kube-apiserver and etcd. " +
-			"Build or locate them with `export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)`, or run `make test`")
-	}
-	envOnce.Do(func() {
-		testEnv = &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-			ErrorIfCRDPathMissing: true,
-		}
-		if envCfg, envErr = testEnv.Start(); envErr != nil {
-			return
-		}
+	env := testEnv.Get(t)
+	envCfg = env.Config
+	kubeconfigOne.Do(func() {
 		// The plugin gets a kubeconfig file, as from kubectl; an admin
 		// user, as the person at the terminal usually is.
-		user, err := testEnv.AddUser(envtest.User{Name: "plugin-user", Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			envErr = err
+		if kubeconfigDir, kubeconfigErr = os.MkdirTemp("", "plugin-kubeconfig-"); kubeconfigErr != nil {
 			return
 		}
-		data, err := user.KubeConfig()
-		if err != nil {
-			envErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "plugin-kubeconfig-")
-		if err != nil {
-			envErr = err
-			return
-		}
-		kubeconfig = filepath.Join(dir, "config")
-		envErr = os.WriteFile(kubeconfig, data, 0o600)
+		kubeconfig, kubeconfigErr = env.Kubeconfig(testenv.Admin("plugin-user"), kubeconfigDir)
 	})
-	if envErr != nil {
-		t.Fatalf("starting envtest with KUBEBUILDER_ASSETS=%s: %v", os.Getenv("KUBEBUILDER_ASSETS"), envErr)
+	if kubeconfigErr != nil {
+		t.Fatalf("the plugin's kubeconfig: %v", kubeconfigErr)
 	}
 	return kubeconfig
 }
@@ -330,7 +317,6 @@ func (f *fakeLogs) opened() []string {
 
 func strp(s string) *string { return &s }
 func i64(n int64) *int64    { return &n }
-func i32(n int32) *int32    { return &n }
 func mtime(t time.Time) *metav1.Time {
 	m := metav1.NewTime(t)
 	return &m

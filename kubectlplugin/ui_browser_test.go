@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -401,17 +399,9 @@ func (cl *cluster) restrictedKubeconfig(name string, verbs []string) string {
 			}
 		}
 	}
-	u, err := testEnv.AddUser(envtest.User{Name: user}, nil)
-	if err != nil {
-		cl.t.Fatal(err)
-	}
-	data, err := u.KubeConfig()
-	if err != nil {
-		cl.t.Fatal(err)
-	}
 	// The kubeconfig's context has no namespace: -n is given with it.
-	path := filepath.Join(cl.t.TempDir(), "config")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	path, err := testEnv.Get(cl.t).Kubeconfig(envtest.User{Name: user}, cl.t.TempDir())
+	if err != nil {
 		cl.t.Fatal(err)
 	}
 	return path

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,8 +147,10 @@ func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
 	}
 	t.Cleanup(up.Close)
 	_, portStr, _ := net.SplitHostPort(up.Listener.Addr().String())
-	var port int
-	fmt.Sscan(portStr, &port)
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	icpt := &fakeInterceptor{host: "api.test", port: port, certs: newTestCA(t), roots: upstreamCA.pool, plain: !useTLS, t: t}
 	// other.test is another service on the same machine, and also a name
 	// for api.test's address.

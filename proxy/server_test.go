@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,8 +53,10 @@ func backend(t *testing.T) (*httptest.Server, int) {
 	}))
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	var n int
-	fmt.Sscan(port, &n)
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return srv, n
 }
 

@@ -44,9 +44,7 @@ func loadBenchBlock(b *testing.B) []byte {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, l := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
-			lines = append(lines, l)
-		}
+		lines = append(lines, bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))...)
 	}
 	var buf bytes.Buffer
 	buf.Grow(benchBlockSize + 1<<20)

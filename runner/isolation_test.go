@@ -136,9 +136,13 @@ func TestVisibleUnderTmp(t *testing.T) {
 // it (nor, then, the agent) the run goes on without it.
 func TestGitPlaceholder(t *testing.T) {
 	base := t.TempDir()
-	os.Mkdir(filepath.Join(base, ".git"), 0o755)
+	if err := os.Mkdir(filepath.Join(base, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	ws := filepath.Join(base, "svc")
-	os.Mkdir(ws, 0o755)
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if err != nil {
 		t.Fatal(err)
@@ -157,10 +161,18 @@ func TestGitPlaceholder(t *testing.T) {
 	// What the agent leaves: the workspace made a bare repository (git
 	// looks there before the checkout's .git above), and a repository
 	// below it.
-	os.MkdirAll(filepath.Join(ws, "objects"), 0o755)
-	os.MkdirAll(filepath.Join(ws, "refs"), 0o755)
-	os.WriteFile(filepath.Join(ws, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	os.MkdirAll(filepath.Join(ws, "tools", ".git"), 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, "objects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "tools", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	undo()
 	if _, err := os.Lstat(filepath.Join(ws, ".git")); err == nil {
 		t.Errorf("the placeholder stayed")
@@ -173,7 +185,9 @@ func TestGitPlaceholder(t *testing.T) {
 	warnings = nil
 	iso, _ = newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	undo, _ = iso.prepareWorkspace(openWS(t, ws), func(w string) { warnings = append(warnings, w) })
-	os.MkdirAll(filepath.Join(ws, "lib", ".git"), 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, "lib", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	undo()
 	if len(warnings) != 1 || !strings.Contains(warnings[0], filepath.Join(ws, "lib")) {
 		t.Errorf("warnings %q: want one for lib/.git only (tools/.git was there at the start)", warnings)
@@ -185,8 +199,14 @@ func TestGitPlaceholder(t *testing.T) {
 	if os.Geteuid() == 0 {
 		return // root makes it anywhere
 	}
-	os.Chmod(ws, 0o555)
-	defer os.Chmod(ws, 0o755)
+	if err := os.Chmod(ws, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.Chmod(ws, 0o755); err != nil {
+			t.Error(err)
+		}
+	}()
 	iso, _ = newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if _, err := iso.prepareWorkspace(openWS(t, ws), func(string) {}); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
@@ -216,8 +236,12 @@ func fakeWS(path string) *sandbox.Workspace {
 func TestSessionDirIsHidden(t *testing.T) {
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
-	os.MkdirAll(filepath.Join(ws, "sessions"), 0o755)
-	os.MkdirAll(filepath.Join(base, "sessions"), 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, "sessions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(base, "sessions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	newIso := func() *isolation {
 		iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap", DenyRead: []string{"/srv/keys"}}, openWS(t, ws))
 		if err != nil {

@@ -134,19 +134,29 @@ func TestProtectGit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
 			ws := filepath.Join(base, "ws")
-			os.Mkdir(ws, 0o755)
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			for root, tr := range map[string]tree{base: tt.parent, ws: tt.ws} {
 				for rel, content := range tr {
 					p := filepath.Join(root, rel)
-					os.MkdirAll(filepath.Dir(p), 0o755)
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
 					content = strings.ReplaceAll(content, "WS", ws)
 					switch {
 					case content == "dir":
-						os.MkdirAll(p, 0o755)
+						if err := os.MkdirAll(p, 0o755); err != nil {
+							t.Fatal(err)
+						}
 					case strings.HasPrefix(content, "link:"):
-						os.Symlink(strings.TrimPrefix(content, "link:"), p)
+						if err := os.Symlink(strings.TrimPrefix(content, "link:"), p); err != nil {
+							t.Fatal(err)
+						}
 					default:
-						os.WriteFile(p, []byte(content), 0o644)
+						if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 			}
@@ -164,10 +174,16 @@ func TestProtectGit(t *testing.T) {
 func TestProtectGitSearchIsBounded(t *testing.T) {
 	ws := t.TempDir()
 	for i := 0; i < 30; i++ {
-		os.MkdirAll(filepath.Join(ws, fmt.Sprintf("d%02d", i), "deeper"), 0o755)
+		if err := os.MkdirAll(filepath.Join(ws, fmt.Sprintf("d%02d", i), "deeper"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755)
-	os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, "d00", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "d29", "deeper", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dir := openWS(t, ws)
 	got, err := findGit(dir, 10, MaxGitMounts)
 	if err != nil || !slices.Contains(got.Notes, GitSearchNote) || strings.Join(got.Paths, ",") != "d00/.git" {
@@ -196,8 +212,12 @@ func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
 	}
 	g = &GitProtection{Paths: []string{".git", "a/b/.git"}, Placeholders: []string{".git", "a/b/.git"}}
 	undo, _ = MakeGitPlaceholders(dir, g)
-	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("x"), 0o644)
-	os.WriteFile(filepath.Join(ws, "a", "kept"), []byte("x"), 0o644)
+	if err := os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a", "kept"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	undo()
 	for _, p := range []string{".git/HEAD", "a/kept"} {
 		if _, err := os.Stat(filepath.Join(ws, p)); err != nil {
@@ -220,13 +240,17 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 	}
 	defer os.RemoveAll(base)
 	existingFile := filepath.Join(base, "file")
-	os.WriteFile(existingFile, []byte("x"), 0o600)
+	if err := os.WriteFile(existingFile, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	missingDir := filepath.Join(base, "keys")
 	missingFile := filepath.Join(base, ".netrc")
 	missingHistory := filepath.Join(base, ".bash_history")
 	noParent := filepath.Join(base, "a", "b", "keys")
 	link := filepath.Join(base, "link")
-	os.Symlink(base, link)
+	if err := os.Symlink(base, link); err != nil {
+		t.Fatal(err)
+	}
 	deny, ps, err := prepareDeny([]string{existingFile, missingDir, missingFile, missingHistory, noParent, "/tmp/not-there",
 		filepath.Join(link, "file")}, nil)
 	if err != nil {
@@ -292,10 +316,16 @@ func TestPlaceholderRemovalLeavesWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "id_ed25519"), []byte("key"), 0o600)
-	os.WriteFile(file, []byte("machine x"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "id_ed25519"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("machine x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	os.Remove(swapped)
-	os.WriteFile(swapped, nil, 0o600) // another file at the name, empty too
+	if err := os.WriteFile(swapped, nil, 0o600); err != nil {
+		t.Fatal(err)
+	} // another file at the name, empty too
 	ps.close()
 	for _, p := range []string{filepath.Join(dir, "id_ed25519"), file, swapped} {
 		if _, err := os.Stat(p); err != nil {
@@ -347,7 +377,9 @@ func TestPlaceholderMarkOnSomeoneElsesFile(t *testing.T) {
 	if err := os.WriteFile(shared, nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(shared, 0o666)
+	if err := os.Chmod(shared, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	if err := unix.Setxattr(shared, placeholderMark, []byte("1"), 0); err != nil {
 		t.Skipf("no user attributes on %s: %v", base, err)
 	}

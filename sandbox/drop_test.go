@@ -58,7 +58,9 @@ func TestUnsearchableAncestors(t *testing.T) {
 
 func TestWithAgentEntry(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "passwd")
-	os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\nagent:x:5:5::/:/bin/sh\n"), 0o644)
+	if err := os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\nagent:x:5:5::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	got, err := withAgentEntry(p, "agent:x:1000:1000:agentrun agent:/h:/bin/sh", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +121,12 @@ func TestReleaseNeverRemovesTheWorkspace(t *testing.T) {
 			host := t.TempDir()
 			ws := filepath.Join(host, "ws")
 			// What the mounted workspace shows: the user's files.
-			os.MkdirAll(filepath.Join(ws, "src"), 0o755)
-			os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main"), 0o644)
+			if err := os.MkdirAll(filepath.Join(ws, "src"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			unmount = func(string, int) error { return tt.err }
 			d := &dropped{hostDir: host, ws: ws, mounted: true}
 			d.release()
@@ -132,7 +138,9 @@ func TestReleaseNeverRemovesTheWorkspace(t *testing.T) {
 	// The normal case: both empty directories go.
 	host := t.TempDir()
 	ws := filepath.Join(host, "ws")
-	os.Mkdir(ws, 0o700)
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	unmount = func(string, int) error { return nil }
 	(&dropped{hostDir: host, ws: ws, mounted: true}).release()
 	if _, err := os.Stat(host); err == nil {
@@ -148,8 +156,12 @@ func TestPickHostIDAvoidsUsedIDs(t *testing.T) {
 	const user, group, sub, proc, free = hostIDBase + 1, hostIDBase + 2, hostIDBase + 100, hostIDBase + 5000, hostIDBase + 9
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(content), 0o644)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	src := hostSources{

@@ -58,25 +58,33 @@ func TestProtectGitSubmodules(t *testing.T) {
 	}{
 		{name: "populated", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(t, ws, "init", "-q", "--separate-git-dir="+filepath.Join(ws, ".git", "modules", "sub"), filepath.Join(ws, "sub"))
 			gitlink(t, ws, "sub")
 		}, paths: []string{".git", "sub/.git"}},
 		{name: "not populated", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
-			os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+			if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			gitlink(t, ws, "sub", "libs/deep/sub2")
 		}, paths: []string{".git", "libs/deep/sub2/.git", "sub/.git"}, placeholders: []string{"libs/deep/sub2/.git", "sub/.git"}},
 		{name: "submodule of a submodule", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, ".git", "modules"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			sub := filepath.Join(ws, "sub")
 			git(t, ws, "init", "-q", "--separate-git-dir="+filepath.Join(ws, ".git", "modules", "sub"), sub)
 			gitlink(t, ws, "sub")
 			gitlink(t, sub, "inner")
 		}, paths: []string{".git", "sub/.git", "sub/inner/.git"}, placeholders: []string{"sub/inner/.git"}},
 		{name: "nested repository's submodule", setup: func(t *testing.T, _, ws string) {
-			os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(t, filepath.Join(ws, "a", "b"), "init", "-q")
 			gitlink(t, filepath.Join(ws, "a", "b"), "vendor/x")
 		}, paths: []string{"a/b/.git", "a/b/vendor/x/.git"}, placeholders: []string{"a/b/vendor/x/.git"}},
@@ -86,18 +94,26 @@ func TestProtectGitSubmodules(t *testing.T) {
 		}, paths: []string{".git", "sub/.git"}, placeholders: []string{".git", "sub/.git"}},
 		{name: "submodule path through a link", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.Symlink(base, filepath.Join(ws, "l"))
+			if err := os.Symlink(base, filepath.Join(ws, "l")); err != nil {
+				t.Fatal(err)
+			}
 			gitlink(t, ws, "l/sub")
 		}, err: "which is a symbolic link"},
 		{name: "submodule path a file", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
-			os.WriteFile(filepath.Join(ws, "sub"), nil, 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "sub"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			gitlink(t, ws, "sub")
 		}, err: "which is not a directory"},
 		{name: "submodule's .git a link", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.Mkdir(filepath.Join(ws, "sub"), 0o755)
-			os.Symlink(base, filepath.Join(ws, "sub", ".git"))
+			if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(base, filepath.Join(ws, "sub", ".git")); err != nil {
+				t.Fatal(err)
+			}
 			gitlink(t, ws, "sub")
 		}, err: "neither a directory nor a file"},
 	}
@@ -105,7 +121,9 @@ func TestProtectGitSubmodules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
 			ws := filepath.Join(base, "ws")
-			os.Mkdir(ws, 0o755)
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			tt.setup(t, base, ws)
 			got, ok := protect(t, ws, tt.err)
 			if !ok {
@@ -132,7 +150,9 @@ func TestProtectGitSubmodules(t *testing.T) {
 func TestProtectGitNotesAnUnreadableIndex(t *testing.T) {
 	ws := t.TempDir()
 	git(t, ws, "init", "-q")
-	os.WriteFile(filepath.Join(ws, ".git", "index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644)
+	if err := os.WriteFile(filepath.Join(ws, ".git", "index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dir := openWS(t, ws)
 	got, err := ProtectGit(dir)
 	if err != nil || strings.Join(got.Paths, ",") != ".git" || len(got.Notes) != 1 || !strings.Contains(got.Notes[0], "could not be read") {
@@ -147,7 +167,9 @@ func TestProtectGitMountsAreBounded(t *testing.T) {
 	git(t, ws, "init", "-q")
 	git(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("1", 40)+",z/sub")
 	for _, d := range []string{"a", "b", "c", "d"} {
-		os.MkdirAll(filepath.Join(ws, d, ".git"), 0o755)
+		if err := os.MkdirAll(filepath.Join(ws, d, ".git"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := openWS(t, ws)
 	got, err := findGit(dir, MaxGitSearchDirs, 6) // .git; z, z/sub, z/sub/.git; a, a/.git
@@ -195,16 +217,30 @@ func TestProtectGitRefusesLinksOutOfGitDirectories(t *testing.T) {
 			git(t, base, "init", "-q", ws)
 			git(t, base, "init", "-q", filepath.Join(ws, "other"))
 			for _, f := range []string{"cfg", "idx", "hooks/pre-commit", "mods/x"} {
-				os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
-				os.WriteFile(filepath.Join(ws, f), nil, 0o644)
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-			os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644)
-			os.Symlink("hooks", filepath.Join(ws, "lnk"))
-			os.Symlink("other", filepath.Join(ws, "lnk2"))
-			os.Symlink(filepath.Join(ws, "lnk2", ".git", "config"), filepath.Join(base, "back"))
+			if err := os.WriteFile(filepath.Join(base, "cfg"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("hooks", filepath.Join(ws, "lnk")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("other", filepath.Join(ws, "lnk2")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(ws, "lnk2", ".git", "config"), filepath.Join(base, "back")); err != nil {
+				t.Fatal(err)
+			}
 			p := filepath.Join(ws, tt.link)
 			os.RemoveAll(p)
-			os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p)
+			if err := os.Symlink(strings.ReplaceAll(tt.target, "OUTSIDE", base), p); err != nil {
+				t.Fatal(err)
+			}
 			dir := openWS(t, ws)
 			got, err := ProtectGit(dir)
 			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
@@ -237,23 +273,33 @@ func TestProtectGitConfigPaths(t *testing.T) {
 		{name: "include", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "include.path", "../shared.gitconfig")
-			os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte("[include]\n\tpath = \"conf/more\" ; a comment\n"), 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte("[include]\n\tpath = \"conf/more\" ; a comment\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "conf/more", "shared.gitconfig"}, placeholders: []string{"conf/more"}, files: []string{"conf/more"}},
 		{name: "a team config with a byte order mark and a continued line", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "include.path", "../team.gitconfig")
-			os.WriteFile(filepath.Join(ws, "team.gitconfig"), []byte("\xef\xbb\xbf[core]\n\thooksPath = .git\\\nhooks-team\n"), 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "team.gitconfig"), []byte("\xef\xbb\xbf[core]\n\thooksPath = .git\\\nhooks-team\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", ".githooks-team", "team.gitconfig"}, placeholders: []string{".githooks-team"}},
 		{name: "includeIf", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", `includeIf.gitdir:`+ws+`/.git.path`, ws+"/team.conf")
-			os.WriteFile(filepath.Join(ws, "team.conf"), nil, 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "team.conf"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "team.conf"}},
 		{name: "husky", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "core.hooksPath", ".husky/_")
-			os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
-			os.WriteFile(filepath.Join(ws, ".husky", "_", "pre-commit"), nil, 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".husky", "_", "pre-commit"), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", ".husky/_"}},
 		{name: "hooks directory not made yet", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
@@ -261,50 +307,84 @@ func TestProtectGitConfigPaths(t *testing.T) {
 		}, paths: []string{".git", "githooks"}, placeholders: []string{"githooks"}},
 		{name: "global hooks directory, relative to each worktree", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, "lib", "x"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "lib", "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(t, filepath.Join(ws, "lib", "x"), "init", "-q")
 		}, global: "[core]\n\thooksPath = .githooks\n", paths: []string{".git", ".githooks", "lib/x/.git", "lib/x/.githooks"},
 			placeholders: []string{".githooks", "lib/x/.githooks"}},
 		{name: "fsmonitor program", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "core.fsmonitor", "tools/fsmonitor.sh --fast")
-			os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
-			os.WriteFile(filepath.Join(ws, "tools", "fsmonitor.sh"), nil, 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "tools"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "tools", "fsmonitor.sh"), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "tools/fsmonitor.sh"}},
 		{name: "fsmonitor command", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "core.fsmonitor", "FOO=1 sh tools/fsmon.sh\t./missing/arg")
-			os.MkdirAll(filepath.Join(ws, "tools"), 0o755)
-			os.WriteFile(filepath.Join(ws, "tools", "fsmon.sh"), nil, 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "tools"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "tools", "fsmon.sh"), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "tools/fsmon.sh"}},
 		{name: "global config in the workspace through a link", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.WriteFile(filepath.Join(ws, "gitconfig"), []byte("[user]\n\tname = me\n"), 0o644)
+			if err := os.WriteFile(filepath.Join(ws, "gitconfig"), []byte("[user]\n\tname = me\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			os.Remove(filepath.Join(base, "global.gitconfig"))
-			os.Symlink(filepath.Join(ws, "gitconfig"), filepath.Join(base, "global.gitconfig"))
+			if err := os.Symlink(filepath.Join(ws, "gitconfig"), filepath.Join(base, "global.gitconfig")); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "gitconfig"}},
 		{name: "global config a dangling link into the workspace", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
 			os.Remove(filepath.Join(base, "global.gitconfig"))
-			os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig"))
+			if err := os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig")); err != nil {
+				t.Fatal(err)
+			}
 		}, paths: []string{".git", "dotfiles/gitconfig"}, placeholders: []string{"dotfiles/gitconfig"}, files: []string{"dotfiles/gitconfig"}},
 		{name: "global config through a link of the workspace", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, "real"), 0o755)
-			os.WriteFile(filepath.Join(ws, "real", "gitconfig"), nil, 0o644)
-			os.Symlink("real", filepath.Join(ws, "dotfiles"))
+			if err := os.MkdirAll(filepath.Join(ws, "real"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "real", "gitconfig"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("real", filepath.Join(ws, "dotfiles")); err != nil {
+				t.Fatal(err)
+			}
 			os.Remove(filepath.Join(base, "global.gitconfig"))
-			os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig"))
+			if err := os.Symlink(filepath.Join(ws, "dotfiles", "gitconfig"), filepath.Join(base, "global.gitconfig")); err != nil {
+				t.Fatal(err)
+			}
 		}, err: "through a symbolic link inside the workspace"},
 		{name: "gitdir outside that is a dangling link into the workspace", setup: func(t *testing.T, base, ws string) {
-			os.Symlink(filepath.Join(ws, "later"), filepath.Join(base, "gitdir"))
-			os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "gitdir")+"\n"), 0o644)
+			if err := os.Symlink(filepath.Join(ws, "later"), filepath.Join(base, "gitdir")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "gitdir")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}, err: "which does not exist"},
 		{name: "an include with .. after a link, as the kernel resolves it", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, "dotfiles", "git"), 0o755)
-			os.WriteFile(filepath.Join(ws, "dotfiles", "git", "config"), []byte("[include]\n\tpath = ../local.gitconfig\n"), 0o644)
-			os.Symlink(filepath.Join(ws, "dotfiles", "git"), filepath.Join(base, "cfgdir"))
+			if err := os.MkdirAll(filepath.Join(ws, "dotfiles", "git"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "dotfiles", "git", "config"), []byte("[include]\n\tpath = ../local.gitconfig\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(ws, "dotfiles", "git"), filepath.Join(base, "cfgdir")); err != nil {
+				t.Fatal(err)
+			}
 			t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(base, "cfgdir", "config"))
 		}, paths: []string{".git", "dotfiles/git/config", "dotfiles/local.gitconfig"},
 			placeholders: []string{"dotfiles/local.gitconfig"}, files: []string{"dotfiles/local.gitconfig"}},
@@ -332,15 +412,23 @@ func TestProtectGitConfigPaths(t *testing.T) {
 		}, err: "is a bare git repository"},
 		{name: "include through a link", setup: func(t *testing.T, base, ws string) {
 			git(t, ws, "init", "-q")
-			os.Mkdir(filepath.Join(ws, "real"), 0o755)
-			os.Symlink("real", filepath.Join(ws, "conf"))
+			if err := os.Mkdir(filepath.Join(ws, "real"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("real", filepath.Join(ws, "conf")); err != nil {
+				t.Fatal(err)
+			}
 			git(t, ws, "config", "include.path", "../conf/x")
 		}, err: "through a symbolic link"},
 		{name: "a hook linked into the workspace", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
 			git(t, ws, "config", "core.hooksPath", ".husky/_")
-			os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755)
-			os.Symlink("../pre-commit", filepath.Join(ws, ".husky", "_", "pre-commit"))
+			if err := os.MkdirAll(filepath.Join(ws, ".husky", "_"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../pre-commit", filepath.Join(ws, ".husky", "_", "pre-commit")); err != nil {
+				t.Fatal(err)
+			}
 		}, err: "symbolic link"},
 		{name: "the hooks directory the workspace", setup: func(t *testing.T, _, ws string) {
 			git(t, ws, "init", "-q")
@@ -351,9 +439,13 @@ func TestProtectGitConfigPaths(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
 			ws := filepath.Join(base, "ws")
-			os.Mkdir(ws, 0o755)
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			global := filepath.Join(base, "global.gitconfig")
-			os.WriteFile(global, []byte(tt.global), 0o644)
+			if err := os.WriteFile(global, []byte(tt.global), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			t.Setenv("GIT_CONFIG_GLOBAL", global)
 			for _, e := range tt.env {
 				k, v, _ := strings.Cut(e, "=")
@@ -401,7 +493,9 @@ func TestProtectGitIncludeBomb(t *testing.T) {
 	ws := t.TempDir()
 	git(t, ws, "init", "-q")
 	bomb := strings.Repeat("[include]\n\tpath = bomb.conf\n", 1000)
-	os.WriteFile(filepath.Join(ws, "bomb.conf"), []byte(bomb), 0o644)
+	if err := os.WriteFile(filepath.Join(ws, "bomb.conf"), []byte(bomb), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	git(t, ws, "config", "include.path", "../bomb.conf")
 	dir := openWS(t, ws)
 	got, err := ProtectGit(dir)

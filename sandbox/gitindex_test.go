@@ -56,7 +56,9 @@ func TestReadGitIndex(t *testing.T) {
 	for _, v := range []variant{
 		{name: "version 2", version: 2, prepare: version("2")},
 		{name: "version 3 (intent to add)", version: 3, prepare: func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, "new.txt"), []byte("x"), 0o644)
+			if err := os.WriteFile(filepath.Join(dir, "new.txt"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			git(t, dir, "add", "-N", "new.txt")
 		}},
 		{name: "version 4", version: 4, prepare: version("4")},
@@ -80,8 +82,12 @@ func TestReadGitIndex(t *testing.T) {
 			}
 			git(t, dir, args...)
 			for _, f := range []string{"a/x.txt", "b/y.txt", "top.txt"} {
-				os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
-				os.WriteFile(filepath.Join(dir, f), []byte(f), 0o644)
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			git(t, dir, "add", ".")
 			links := []string{"sub", "b/deep/sub2", long}
@@ -98,7 +104,10 @@ func TestReadGitIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 			var hdr [8]byte
-			if f.ReadAt(hdr[:], 0); v.version != 0 && hdr[7] != v.version {
+			if _, err := f.ReadAt(hdr[:], 0); err != nil {
+				t.Fatal(err)
+			}
+			if v.version != 0 && hdr[7] != v.version {
 				t.Fatalf("git wrote version %d", hdr[7])
 			}
 			defer f.Close()

@@ -14,12 +14,20 @@ import (
 // what was there at the start, or read-only, is not.
 func TestLeftRepositories(t *testing.T) {
 	file := func(p, content string) {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(content), 0o644)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bare := func(dir, head string) {
-		os.MkdirAll(filepath.Join(dir, "objects"), 0o755)
-		os.MkdirAll(filepath.Join(dir, "refs"), 0o755)
+		if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "refs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		file(filepath.Join(dir, "HEAD"), head)
 	}
 	// What some cases have in the workspace at the start.
@@ -27,12 +35,20 @@ func TestLeftRepositories(t *testing.T) {
 		"a .git link below the top replaced with a repository": func(t *testing.T, ws string) {
 			other := t.TempDir()
 			git(t, other, "init", "-q")
-			os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
-			os.Symlink(filepath.Join(other, ".git"), filepath.Join(ws, "sub", ".git"))
+			if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(other, ".git"), filepath.Join(ws, "sub", ".git")); err != nil {
+				t.Fatal(err)
+			}
 		},
 		"a .git link below the top left as it was": func(t *testing.T, ws string) {
-			os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
-			os.Symlink("/nowhere", filepath.Join(ws, "sub", ".git"))
+			if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/nowhere", filepath.Join(ws, "sub", ".git")); err != nil {
+				t.Fatal(err)
+			}
 		},
 	}
 	for _, tt := range []struct {
@@ -45,8 +61,12 @@ func TestLeftRepositories(t *testing.T) {
 		{"git init --bare", func(ws string) { git(t, ws, "init", "-q", "--bare", "r.git") }, []string{"r.git"}},
 		{"a .git file", func(ws string) { file(filepath.Join(ws, "a", ".git"), "gitdir: /elsewhere\n") }, []string{"a/.git"}},
 		{"a .git link", func(ws string) {
-			os.MkdirAll(filepath.Join(ws, "b"), 0o755)
-			os.Symlink("/tmp", filepath.Join(ws, "b", ".git"))
+			if err := os.MkdirAll(filepath.Join(ws, "b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/tmp", filepath.Join(ws, "b", ".git")); err != nil {
+				t.Fatal(err)
+			}
 		}, []string{"b/.git"}},
 		{"HEAD without a blank", func(ws string) { bare(filepath.Join(ws, "c"), "ref:refs/heads/main\n") }, []string{"c"}},
 		{"HEAD with a tab", func(ws string) { bare(filepath.Join(ws, "d"), "ref:\trefs/heads/main\n") }, []string{"d"}},
@@ -54,12 +74,18 @@ func TestLeftRepositories(t *testing.T) {
 		{"HEAD a link", func(ws string) {
 			bare(filepath.Join(ws, "f"), "")
 			os.Remove(filepath.Join(ws, "f", "HEAD"))
-			os.Symlink("refs/heads/main", filepath.Join(ws, "f", "HEAD"))
+			if err := os.Symlink("refs/heads/main", filepath.Join(ws, "f", "HEAD")); err != nil {
+				t.Fatal(err)
+			}
 		}, []string{"f"}},
 		{"objects and refs linked", func(ws string) {
 			file(filepath.Join(ws, "src", "HEAD"), "ref: refs/heads/main\n")
-			os.Symlink("../.git/objects", filepath.Join(ws, "src", "objects"))
-			os.Symlink("../.git/refs", filepath.Join(ws, "src", "refs"))
+			if err := os.Symlink("../.git/objects", filepath.Join(ws, "src", "objects")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../.git/refs", filepath.Join(ws, "src", "refs")); err != nil {
+				t.Fatal(err)
+			}
 		}, []string{"src"}},
 		{"commondir", func(ws string) {
 			file(filepath.Join(ws, "docs", "HEAD"), "ref: refs/heads/main\n")
@@ -77,7 +103,9 @@ func TestLeftRepositories(t *testing.T) {
 			ws := t.TempDir()
 			git(t, ws, "init", "-q")
 			git(t, ws, "init", "-q", "--bare", "fixtures/remote.git")
-			os.MkdirAll(filepath.Join(ws, "old"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "old"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(t, filepath.Join(ws, "old"), "init", "-q")
 			if b := before[tt.name]; b != nil {
 				b(t, ws)

@@ -14,9 +14,15 @@ import (
 func TestOpenWorkspace(t *testing.T) {
 	base := t.TempDir()
 	real := filepath.Join(base, "real", "ws")
-	os.MkdirAll(real, 0o755)
-	os.Symlink(filepath.Join(base, "real"), filepath.Join(base, "link"))
-	os.WriteFile(filepath.Join(base, "file"), nil, 0o644)
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "real"), filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ws, err := OpenWorkspace(real)
 	if err != nil || ws.Path != real || ws.UID != os.Getuid() {
 		t.Fatalf("OpenWorkspace(%s) = %+v, %v", real, ws, err)
@@ -37,7 +43,9 @@ func TestOpenWorkspace(t *testing.T) {
 	// descriptor's /proc name leads to it.
 	ws, _ = OpenWorkspace(real)
 	defer ws.Close()
-	os.Rename(real, real+"-moved")
+	if err := os.Rename(real, real+"-moved"); err != nil {
+		t.Fatal(err)
+	}
 	if st, err := os.Stat(filepath.Join(ws.ProcPath(), ".")); err != nil || !st.IsDir() {
 		t.Errorf("ProcPath: %v", err)
 	}
@@ -51,8 +59,12 @@ func TestOpenWorkspace(t *testing.T) {
 func TestWorkspaceMountsAreWhatTheSearchFound(t *testing.T) {
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
-	os.MkdirAll(filepath.Join(ws, "a", "repo", ".git"), 0o755)
-	os.MkdirAll(filepath.Join(ws, "b", "repo", ".git"), 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, "a", "repo", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "b", "repo", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dir := openWS(t, ws)
 	g, err := ProtectGit(dir)
 	if err != nil {
@@ -73,15 +85,25 @@ func TestWorkspaceMountsAreWhatTheSearchFound(t *testing.T) {
 		t.Errorf("mounts %q, %v", got, err)
 	}
 	// The agent of another run swaps two repositories.
-	os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "c"))
-	os.Rename(filepath.Join(ws, "b"), filepath.Join(ws, "a"))
-	os.Rename(filepath.Join(ws, "c"), filepath.Join(ws, "b"))
+	if err := os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "b"), filepath.Join(ws, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "c"), filepath.Join(ws, "b")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := (&Prepared{}).workspaceMounts(cfg, dir.fd()); err == nil || !strings.Contains(err.Error(), "changed while the sandbox started") {
 		t.Errorf("swapped: %v", err)
 	}
 	// Or puts a link where a directory was.
-	os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "c"))
-	os.Symlink("c", filepath.Join(ws, "a"))
+	if err := os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("c", filepath.Join(ws, "a")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := (&Prepared{}).workspaceMounts(cfg, dir.fd()); err == nil {
 		t.Errorf("a link was mounted")
 	}

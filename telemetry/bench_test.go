@@ -22,7 +22,7 @@ func BenchmarkBuilder(b *testing.B) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithRawSpanLimits(spanLimits()))
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 		in, _ := newInstruments(mp.Meter(scopeName))
-		bl := newBuilder(tp.Tracer(scopeName), Config{}, context.Background(), in, NewModels())
+		bl := newBuilder(context.Background(), tp.Tracer(scopeName), Config{}, in, NewModels())
 		for _, e := range evs {
 			bl.event(e)
 		}

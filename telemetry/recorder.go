@@ -113,7 +113,7 @@ func Start(cfg Config, warn func(string)) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.b = newBuilder(tracer, cfg, parent, in, NewModels())
+	r.b = newBuilder(parent, tracer, cfg, in, NewModels())
 	return r, nil
 }
 

@@ -67,7 +67,7 @@ type openTool struct {
 	agent *agent
 }
 
-func newBuilder(tr trace.Tracer, c Config, parent context.Context, m *instruments, models Models) *builder {
+func newBuilder(parent context.Context, tr trace.Tracer, c Config, m *instruments, models Models) *builder {
 	if parent == nil {
 		parent = context.Background()
 	}

@@ -54,7 +54,7 @@ func readStream(t *testing.T, b []byte) []events.Event {
 
 // build runs a stream through a builder on the real SDK, exporting to
 // memory, with the metrics read by a manual reader.
-func build(t *testing.T, c Config, parent context.Context, evs []events.Event) ([]telemetrytest.Span, *builder, metricdata.ResourceMetrics) {
+func build(t *testing.T, parent context.Context, c Config, evs []events.Event) ([]telemetrytest.Span, *builder, metricdata.ResourceMetrics) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithRawSpanLimits(spanLimits()))
@@ -64,7 +64,7 @@ func build(t *testing.T, c Config, parent context.Context, evs []events.Event) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBuilder(tp.Tracer(scopeName), c, parent, in, NewModels())
+	b := newBuilder(parent, tp.Tracer(scopeName), c, in, NewModels())
 	for _, e := range evs {
 		b.event(e)
 	}
@@ -80,7 +80,7 @@ func build(t *testing.T, c Config, parent context.Context, evs []events.Event) (
 
 func TestExampleRunIsTheEventTree(t *testing.T) {
 	evs := exampleStream(t)
-	spans, _, _ := build(t, Config{}, nil, evs)
+	spans, _, _ := build(t, nil, Config{}, evs)
 	for _, err := range telemetrytest.Check(spans, evs, "") {
 		t.Error(err)
 	}
@@ -118,7 +118,7 @@ func TestLatestConventionsOptIn(t *testing.T) {
 	if c.Semconv != SemconvLatest || !c.Enabled {
 		t.Fatalf("config %+v", c)
 	}
-	spans, _, _ := build(t, c, nil, exampleStream(t))
+	spans, _, _ := build(t, nil, c, exampleStream(t))
 	for _, s := range spans {
 		if strings.HasPrefix(s.Name, "execute_tool") {
 			continue // a tool call has no provider
@@ -140,7 +140,7 @@ func TestContentOnlyWithOptIn(t *testing.T) {
 	evs := exampleStream(t)
 	long := strings.Repeat("é", 3*MaxContentBytes)
 	evs[1].(*events.Prompt).Text = long
-	spans, _, _ := build(t, Config{CaptureContent: true}, nil, evs)
+	spans, _, _ := build(t, nil, Config{CaptureContent: true}, evs)
 	root := rootOf(spans)
 	in := root.Str("gen_ai.input.messages")
 	if !strings.Contains(in, `"role":"user"`) || len(in) > MaxContentBytes+100 || !strings.Contains(in, "…") {
@@ -158,7 +158,7 @@ func TestContinuesTheCallersTrace(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
 	evs := exampleStream(t)
-	spans, _, _ := build(t, Config{}, ctx, evs)
+	spans, _, _ := build(t, ctx, Config{}, evs)
 	for _, s := range spans {
 		if s.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Fatalf("span %s in trace %s", s.Name, s.TraceID)
@@ -172,7 +172,7 @@ func TestContinuesTheCallersTrace(t *testing.T) {
 func TestRejectedRunIsOneSpan(t *testing.T) {
 	end := &events.End{Status: events.StatusRejected, Detail: "--timeout must be positive", DurationMs: 3, Usage: events.NewTotals()}
 	events.Stamp(end, events.TypeEnd, time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC))
-	spans, _, _ := build(t, Config{}, nil, []events.Event{end})
+	spans, _, _ := build(t, nil, Config{}, []events.Event{end})
 	if len(spans) != 1 || spans[0].Str("error.type") != "rejected" || spans[0].Status != "Error" ||
 		spans[0].End.Sub(spans[0].Start) != 3*time.Millisecond {
 		t.Fatalf("spans %+v", spans)
@@ -217,7 +217,7 @@ func TestFloodIsBounded(t *testing.T) {
 	const n = 30000
 	evs := floodStream(n)
 	c := Config{MaxSpans: 500, MaxDeniedEvents: 5}
-	spans, b, rm := build(t, c, nil, evs)
+	spans, b, rm := build(t, nil, c, evs)
 	if len(spans) > 500+2 { // the cap, and one remainder span per model
 		t.Fatalf("%d spans for %d tool calls, cap 500", len(spans), n)
 	}
@@ -251,7 +251,7 @@ func TestFloodIsBounded(t *testing.T) {
 }
 
 func TestMetricsOfARun(t *testing.T) {
-	_, _, rm := build(t, Config{}, nil, exampleStream(t))
+	_, _, rm := build(t, nil, Config{}, exampleStream(t))
 	if got := metricSum(rm, MetricRuns); got != 1 {
 		t.Errorf("%s %v", MetricRuns, got)
 	}

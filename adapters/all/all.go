@@ -6,6 +6,8 @@
 package all
 
 import (
+	// Each adapter registers itself with package adapters in its init:
+	// these imports are the registration.
 	_ "github.com/agentrun-dev/agentrun/adapters/claudecode"
 	_ "github.com/agentrun-dev/agentrun/adapters/codex"
 	_ "github.com/agentrun-dev/agentrun/adapters/dsh"

@@ -34,7 +34,9 @@ func sessionFixture(t *testing.T) (spec adapters.LaunchSpec, sessions, secret st
 
 func TestSaveSessionCopiesTheTranscript(t *testing.T) {
 	spec, sessions, _ := sessionFixture(t)
-	os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("transcript\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("transcript\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
 	a := &Adapter{}
 	if ok, err := a.SaveSession(spec, "abc", dst); !ok || err != nil {
@@ -46,7 +48,9 @@ func TestSaveSessionCopiesTheTranscript(t *testing.T) {
 	// Restored into a new run's state directory.
 	spec2 := spec
 	spec2.StateDir = filepath.Join(filepath.Dir(spec.StateDir), "state2")
-	os.Mkdir(spec2.StateDir, 0o700) // the runner makes it
+	if err := os.Mkdir(spec2.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	} // the runner makes it
 	if err := a.RestoreSession(spec2, dst); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,9 @@ func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
 	a := &Adapter{}
 	t.Run("transcript is a link", func(t *testing.T) {
 		spec, sessions, secret := sessionFixture(t)
-		os.Symlink(secret, filepath.Join(projectDir(spec), "abc.jsonl"))
+		if err := os.Symlink(secret, filepath.Join(projectDir(spec), "abc.jsonl")); err != nil {
+			t.Fatal(err)
+		}
 		dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
 		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrLink) {
 			t.Errorf("SaveSession of a linked transcript: %v", err)
@@ -78,11 +84,17 @@ func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
 		spec, sessions, secret := sessionFixture(t)
 		// A host directory holding a file of the transcript's name.
 		hostDir := filepath.Join(filepath.Dir(secret), "host")
-		os.MkdirAll(filepath.Join(hostDir, "p"), 0o700)
-		os.WriteFile(filepath.Join(hostDir, "p", "abc.jsonl"), []byte("PRIVATE KEY"), 0o600)
+		if err := os.MkdirAll(filepath.Join(hostDir, "p"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(hostDir, "p", "abc.jsonl"), []byte("PRIVATE KEY"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		projects := filepath.Dir(projectDir(spec))
 		os.RemoveAll(projects)
-		os.Symlink(hostDir, projects)
+		if err := os.Symlink(hostDir, projects); err != nil {
+			t.Fatal(err)
+		}
 		dst := filepath.Join(sessions, "x.jsonl")
 		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrLink) {
 			t.Errorf("SaveSession through a linked folder: %v", err)
@@ -93,11 +105,19 @@ func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
 	})
 	t.Run("temporary file planted", func(t *testing.T) {
 		spec, sessions, secret := sessionFixture(t)
-		os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("agent text"), 0o600)
+		if err := os.WriteFile(filepath.Join(projectDir(spec), "abc.jsonl"), []byte("agent text"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		dst := filepath.Join(sessions, "claude-code", "abc.jsonl")
-		os.MkdirAll(filepath.Dir(dst), 0o755)
-		os.Symlink(secret, dst+".tmp")
-		os.Symlink(secret, dst)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, dst+".tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, dst); err != nil {
+			t.Fatal(err)
+		}
 		if ok, err := a.SaveSession(spec, "abc", dst); !ok || err != nil {
 			t.Fatalf("SaveSession = %v, %v", ok, err)
 		}
@@ -108,8 +128,12 @@ func TestSessionStoreFollowsNoPlantedLink(t *testing.T) {
 	t.Run("saved session replaced by a link before resume", func(t *testing.T) {
 		spec, sessions, secret := sessionFixture(t)
 		saved := filepath.Join(sessions, "claude-code", "abc.jsonl")
-		os.MkdirAll(filepath.Dir(saved), 0o755)
-		os.Symlink(secret, saved)
+		if err := os.MkdirAll(filepath.Dir(saved), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, saved); err != nil {
+			t.Fatal(err)
+		}
 		if err := a.RestoreSession(spec, saved); !errors.Is(err, safefile.ErrLink) {
 			t.Errorf("RestoreSession of a linked session: %v", err)
 		}
@@ -128,7 +152,9 @@ func TestSessionIDsThatAreNoPlainIDsAreRefused(t *testing.T) {
 	spec, sessions, secret := sessionFixture(t)
 	// The attack of the review: a link in the workspace, named by an id
 	// that climbs out of the state directory and back in through /proc.
-	os.Symlink(secret, filepath.Join(spec.Cwd, "env.jsonl"))
+	if err := os.Symlink(secret, filepath.Join(spec.Cwd, "env.jsonl")); err != nil {
+		t.Fatal(err)
+	}
 	a := &Adapter{}
 	for _, id := range []string{
 		"../../../../../../../../proc/self/root" + spec.Cwd + "/env",
@@ -146,8 +172,12 @@ func TestSessionIDsThatAreNoPlainIDsAreRefused(t *testing.T) {
 	}
 	// A saved session whose file name is no id is not restored.
 	bad := filepath.Join(sessions, "claude-code", "a b.jsonl")
-	os.MkdirAll(filepath.Dir(bad), 0o755)
-	os.WriteFile(bad, []byte("x"), 0o600)
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.RestoreSession(spec, bad); err == nil || !strings.Contains(err.Error(), "not a plain id") {
 		t.Errorf("RestoreSession of %s: %v", bad, err)
 	}
@@ -185,8 +215,12 @@ func TestSessionFilesAreRegularAndBounded(t *testing.T) {
 	t.Run("sparse", func(t *testing.T) {
 		spec, sessions, _ := sessionFixture(t)
 		src := filepath.Join(projectDir(spec), "abc.jsonl")
-		os.WriteFile(src, nil, 0o600)
-		os.Truncate(src, adapters.MaxSessionBytes+1)
+		if err := os.WriteFile(src, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(src, adapters.MaxSessionBytes+1); err != nil {
+			t.Fatal(err)
+		}
 		dst := filepath.Join(sessions, "abc.jsonl")
 		if _, err := a.SaveSession(spec, "abc", dst); !errors.Is(err, safefile.ErrTooLarge) {
 			t.Errorf("SaveSession of a sparse file over the limit: %v", err)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 )
 
 func TestSplitList(t *testing.T) {
@@ -212,20 +213,8 @@ func freePort(t *testing.T) int {
 // another namespace's alone; its metrics answer only callers allowed get
 // on /metrics (config/rbac/metrics_reader_role.yaml), over HTTP/1.1.
 func TestNamespacedManagerWithLeastPrivilege(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd; run " +
-			"`export KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)` (make envtest) or make test")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	admin, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
+	env := testenv.StartT(t, testenv.Options{})
+	admin := env.Config
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	k, err := client.New(admin, client.Options{Scheme: newScheme()})

@@ -55,6 +55,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
@@ -96,14 +97,17 @@ func run(o options) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	start := time.Now()
-	cfg, err := env.Start()
+	te, err := testenv.Start(testenv.Options{})
 	if err != nil {
-		return fmt.Errorf("starting envtest (KUBEBUILDER_ASSETS=%s): %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		return err
 	}
-	defer env.Stop()
-	fmt.Printf("envtest started in %s\n", time.Since(start).Round(time.Millisecond))
+	defer func() {
+		if err := te.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	env, cfg := te.Environment, te.Config
+	fmt.Printf("envtest started in %s\n", te.Started.Round(time.Millisecond))
 
 	// The bench's clients stand for the kubelet and many users: not rate
 	// limited.
@@ -313,7 +317,7 @@ func newSidecar(ip string) (*sidecar, error) {
 		s.polled.Add(1)
 		h.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { srv.Serve(ln); close(s.done) }()
+	go func() { _ = srv.Serve(ln); close(s.done) }() // ErrServerClosed, from the Close below
 	go func() { <-ctx.Done(); srv.Close() }()
 	s.line(`{"schema":1,"type":"start","time":"` + events.FormatTime(time.Now()) + `","runtime":"claude-code","sandbox":"bubblewrap","network":{"mode":"full","allow":[],"enforced":true},"deny_read":[],"model":null,"cwd":"/workspace","argv":["claude"],"env":[]}`)
 	return s, nil
@@ -322,7 +326,7 @@ func newSidecar(ip string) (*sidecar, error) {
 func (s *sidecar) line(l string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	io.WriteString(s.w, l+"\n")
+	_, _ = io.WriteString(s.w, l+"\n") // a progress.LineWriter never fails
 }
 
 // modelCall writes what the runner writes when a call ends: its tool call

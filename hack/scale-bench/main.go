@@ -41,6 +41,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/controllers"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 )
 
 func main() {
@@ -62,14 +63,17 @@ func run(n, workers int, managerBin string, concurrency, qps int, maxRatio float
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	start := time.Now()
-	cfg, err := env.Start()
+	te, err := testenv.Start(testenv.Options{})
 	if err != nil {
-		return fmt.Errorf("starting envtest (KUBEBUILDER_ASSETS=%s): %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		return err
 	}
-	defer env.Stop()
-	fmt.Printf("envtest started in %s\n", time.Since(start).Round(time.Millisecond))
+	defer func() {
+		if err := te.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	env, cfg := te.Environment, te.Config
+	fmt.Printf("envtest started in %s\n", te.Started.Round(time.Millisecond))
 
 	// The bench's own clients are not rate limited: they stand for many
 	// users at once.

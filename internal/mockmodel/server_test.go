@@ -695,7 +695,10 @@ func TestCloseCutsSlowStream(t *testing.T) {
 	go func() { done <- s.Close() }()
 	go func() { _, _ = io.Copy(io.Discard, br) }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close hangs on a slow stream")
 	}

@@ -110,7 +110,9 @@ func TestMeterLeavesOtherResponsesAlone(t *testing.T) {
 		body := io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":5,"output_tokens":5}}`))
 		resp := &http.Response{StatusCode: tt.status, Body: body, Header: http.Header{}}
 		m.Watch(req, resp)
-		io.ReadAll(resp.Body)
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 	}
 	if len(m.Calls()) != 0 || m.UnreadableCalls() != 0 {

@@ -24,7 +24,11 @@ func TestInstallSeccomp(t *testing.T) {
 	}{
 		{"fresh node", func() {}, true},
 		{"current", func() {}, false},
-		{"edited by hand", func() { os.WriteFile(path, []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`), 0o644) }, true},
+		{"edited by hand", func() {
+			if err := os.WriteFile(path, []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
 		{"removed", func() { os.Remove(path) }, true},
 		{"directory removed", func() { os.RemoveAll(filepath.Dir(path)) }, true},
 	} {
@@ -67,9 +71,13 @@ func TestInstallAppArmor(t *testing.T) {
 	profiles := filepath.Join(host, "sys/kernel/security/apparmor/profiles")
 	got := filepath.Join(host, "parsed")
 	for _, p := range []string{enabled, profiles} {
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.WriteFile(enabled, []byte("N\n"), 0o644)
+	if err := os.WriteFile(enabled, []byte("N\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	in := &Installer{SeccompRoot: t.TempDir(), HostRoot: host}
 	if err := in.Ensure(); err != nil {
@@ -79,8 +87,12 @@ func TestInstallAppArmor(t *testing.T) {
 		t.Fatal("AppArmor disabled: nothing must be loaded")
 	}
 
-	os.WriteFile(enabled, []byte("Y\n"), 0o644)
-	os.WriteFile(profiles, []byte("cri-containerd.apparmor.d (enforce)\n"), 0o644)
+	if err := os.WriteFile(enabled, []byte("Y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(profiles, []byte("cri-containerd.apparmor.d (enforce)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := in.Ensure(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +113,15 @@ func TestInstallAppArmor(t *testing.T) {
 	}
 
 	// The kernel lost it (a policy reload), and the node now has abi 4.0.
-	os.WriteFile(profiles, []byte("cri-containerd.apparmor.d (enforce)\n"), 0o644)
-	os.MkdirAll(filepath.Join(host, "etc/apparmor.d/abi"), 0o755)
-	os.WriteFile(filepath.Join(host, "etc/apparmor.d/abi/4.0"), nil, 0o644)
+	if err := os.WriteFile(profiles, []byte("cri-containerd.apparmor.d (enforce)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(host, "etc/apparmor.d/abi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "etc/apparmor.d/abi/4.0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := in.Ensure(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +131,9 @@ func TestInstallAppArmor(t *testing.T) {
 
 	// A node with AppArmor but no parser: a clear error.
 	os.Remove(parser)
-	os.WriteFile(profiles, nil, 0o644)
+	if err := os.WriteFile(profiles, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := in.Ensure(); err == nil || !strings.Contains(err.Error(), "apparmor package") {
 		t.Errorf("no parser: %v", err)
 	}

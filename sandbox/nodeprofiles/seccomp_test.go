@@ -83,7 +83,9 @@ func TestBubblewrapNeedsExactlyThese(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(ws)
-		os.Chown(ws, 65534, 65534)
+		if err := os.Chown(ws, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
 			filepath.Join(dir, "seccompexec"), prof, "--", filepath.Join(dir, "agentrun"), "sandbox", "--cwd", ws, "--network", "none",
 			"--", "sh", "-c", "echo inside > made && cat made")
@@ -154,7 +156,9 @@ func buildAll(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for out, pkg := range map[string]string{"agentrun": "./cmd/agentrun", "agentrun-sandbox-init": "./cmd/agentrun-sandbox-init",
 		"seccompexec": "./sandbox/nodeprofiles/internal/seccompexec", "profileprobe": "./sandbox/nodeprofiles/internal/profileprobe"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)

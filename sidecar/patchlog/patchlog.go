@@ -85,10 +85,10 @@ func Write(w io.Writer, path string) error {
 	enc := base64.StdEncoding.EncodeToString(gz.Bytes())
 	for len(enc) > 0 {
 		n := min(76, len(enc))
-		bw.WriteString(enc[:n] + "\n")
+		_, _ = bw.WriteString(enc[:n] + "\n") // a bufio.Writer keeps its first error for Flush below
 		enc = enc[n:]
 	}
-	bw.WriteString(trailer + "\n")
+	_, _ = bw.WriteString(trailer + "\n")
 	return bw.Flush()
 }
 

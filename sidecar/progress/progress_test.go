@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,7 +315,10 @@ func TestHandlerBoundsConcurrentReaders(t *testing.T) {
 	}
 	cancel()
 	for range maxServing {
-		<-errs
+		// Each long poll ends with its cancelled context's error.
+		if err := <-errs; err == nil {
+			t.Error("a long poll ended with a document, want its cancellation")
+		}
 	}
 	if _, err := Fetch(context.Background(), NewHTTPClient(1), url, nil, 0); err != nil {
 		t.Errorf("after the long polls ended: %v", err)
@@ -330,7 +334,9 @@ func TestFetchDistrustsThePod(t *testing.T) {
 		d, _ := tr.Snapshot()
 		b, _ := json.Marshal(d)
 		var m map[string]any
-		json.Unmarshal(b, &m)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
 		return m
 	}
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -416,13 +422,22 @@ func TestFetchGivesUpOnASilentPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// A stalled peer: it reads the request line (whatever it is) and never
+	// answers, until the test is over.
+	over := make(chan struct{})
+	var peers sync.WaitGroup
+	defer func() { close(over); peers.Wait() }()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() { bufio.NewReader(c).ReadString('\n'); time.Sleep(time.Minute); c.Close() }()
+			peers.Go(func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				<-over
+			})
 		}
 	}()
 	start := time.Now()

@@ -48,7 +48,7 @@ func attrs(kvs []attribute.KeyValue) map[string]any {
 		case attribute.BOOL:
 			m[string(kv.Key)] = kv.Value.AsBool()
 		default:
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 	}
 	return m

@@ -148,13 +148,17 @@ c=$(git -c user.name=a -c user.email=a@example.com commit-tree "$tree" -p HEAD -
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(dir) })
-			os.Chmod(dir, 0o755)
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			bin := filepath.Join(dir, "agentrun")
 			if b, err := os.ReadFile(agentrun); err != nil || os.WriteFile(bin, b, 0o755) != nil {
 				t.Fatalf("copying agentrun: %v", err)
 			}
 			ca := filepath.Join(dir, "ca.pem")
-			os.WriteFile(ca, g.srv.CAPEM(), 0o644)
+			if err := os.WriteFile(ca, g.srv.CAPEM(), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			// The host repository the agent must not reach: private to
 			// the caller (the agent runs as another user).
 			secretRepo := filepath.Join(dir, "secret.git")
@@ -168,19 +172,34 @@ c=$(git -c user.name=a -c user.email=a@example.com commit-tree "$tree" -p HEAD -
 				t.Fatal(err)
 			}
 			t.Setenv("SECRET", strings.TrimSpace(string(secret)))
-			filepath.Walk(secretRepo, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.uid) })
-			os.Chmod(secretRepo, 0o700)
+			if err := filepath.Walk(secretRepo, func(p string, _ os.FileInfo, err error) error {
+				if err != nil {
+					return err
+				}
+				return os.Lchown(p, u.uid, u.uid)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(secretRepo, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			for i, at := range attacks {
 				t.Run(at.name, func(t *testing.T) {
 					marks := filepath.Join(dir, "marks"+string(rune('a'+i)))
 					home := filepath.Join(dir, "home"+string(rune('a'+i)))
 					for _, d := range []string{marks, home} {
-						os.Mkdir(d, 0o700)
-						os.Lchown(d, u.uid, u.uid)
+						if err := os.Mkdir(d, 0o700); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.Lchown(d, u.uid, u.uid); err != nil {
+							t.Fatal(err)
+						}
 					}
 					script := strings.ReplaceAll(at.script, "M/", marks+"/")
 					fake := fakeAgent(t, filepath.Join(dir), "SECRET="+os.Getenv("SECRET")+" SECRET_REPO="+secretRepo+"\nexport SECRET SECRET_REPO\n"+script)
-					os.Rename(fake, fake+string(rune('a'+i)))
+					if err := os.Rename(fake, fake+string(rune('a'+i))); err != nil {
+						t.Fatal(err)
+					}
 					fake += string(rune('a' + i))
 					push := at.push
 					if push == "" {

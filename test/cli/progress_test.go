@@ -39,7 +39,7 @@ func TestTailServesProgress(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	defer func() { _ = cmd.Process.Kill() }() // it has usually exited by then: os.ErrProcessDone
 	base := "http://" + addr + podcontract.ProgressPath
 	hc := progress.NewHTTPClient(1)
 	ctx := context.Background()
@@ -100,7 +100,9 @@ func TestTailServesProgress(t *testing.T) {
 	if _, err := progress.Fetch(ctx, hc, base, nil, 0); err != nil {
 		t.Errorf("not serving while it lingers: %v", err)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("agentrun tail: %v\n%s", err, stderr.Bytes())
 	}

@@ -37,15 +37,21 @@ func TestReviewCredentialGatewayByAddress(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(dir) })
-			os.Chmod(dir, 0o755)
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			bin := filepath.Join(dir, "agentrun")
 			if b, err := os.ReadFile(agentrun); err != nil || os.WriteFile(bin, b, 0o755) != nil {
 				t.Fatalf("copying agentrun: %v", err)
 			}
 			ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 			for _, d := range []string{ws, home} {
-				os.Mkdir(d, 0o700)
-				os.Lchown(d, u.uid, u.uid)
+				if err := os.Mkdir(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Lchown(d, u.uid, u.uid); err != nil {
+					t.Fatal(err)
+				}
 			}
 			fake := filepath.Join(dir, "claude")
 			script := "#!/bin/sh\ncat >/dev/null\n" +

@@ -68,7 +68,9 @@ func run(m *testing.M) int {
 	out, err := script(nil, "hack/cluster.sh", "up")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: cluster up: %v\n", err)
-		script(nil, "hack/cluster.sh", "down")
+		if _, err := script(nil, "hack/cluster.sh", "down"); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: cluster down: %v\n", err)
+		}
 		return 1
 	}
 	kubeconfig = strings.TrimSpace(out)
@@ -289,7 +291,9 @@ metadata:
 // when it was applied.
 func (a agentRun) apply(t *testing.T) time.Time {
 	t.Helper()
-	kube("delete", "agentrun", a.name, "--ignore-not-found", "--wait=true")
+	if _, err := kube("delete", "agentrun", a.name, "--ignore-not-found", "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kubeIn(strings.NewReader(a.manifest()), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +421,7 @@ func follow(t *testing.T, pod string) (wait func(time.Duration) string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }() // ended by cancel: the error is the kill's
 	t.Cleanup(func() { cancel(); <-done })
 	return func(d time.Duration) string {
 		select {

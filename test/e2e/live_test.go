@@ -126,7 +126,9 @@ func TestBudgetStopsSecondRun(t *testing.T) {
 	srv, port := startMock(t, mockmodel.Options{})
 	labels := map[string]string{"e2e-budget": "stop"}
 	const budget = "e2e-budget"
-	kube("delete", "agentbudget", budget, "--ignore-not-found")
+	if _, err := kube("delete", "agentbudget", budget, "--ignore-not-found"); err != nil {
+		t.Fatal(err)
+	}
 
 	first := claudeRun("e2e-budget-first", "tool", port)
 	first.labels = labels
@@ -151,7 +153,11 @@ spec:
 	if _, err := kubeIn(strings.NewReader(manifest), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kube("delete", "agentbudget", budget, "--ignore-not-found") })
+	t.Cleanup(func() {
+		if _, err := kube("delete", "agentbudget", budget, "--ignore-not-found"); err != nil {
+			t.Error(err)
+		}
+	})
 	if !eventually(time.Minute, func() bool {
 		b := getBudget(t, budget)
 		return b.Status.Spent.Tokens == spent && conditionStatus(b, v1alpha1.ConditionExhausted) == "False"
@@ -193,7 +199,11 @@ spec:
 	third := claudeRun("e2e-budget-third", "tool", port)
 	third.labels = labels
 	third.apply(t)
-	t.Cleanup(func() { kube("delete", "agentrun", third.name, "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		if _, err := kube("delete", "agentrun", third.name, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Error(err)
+		}
+	})
 	if !eventually(time.Minute, func() bool {
 		r := getRun(t, third.name)
 		for _, c := range r.Status.Conditions {

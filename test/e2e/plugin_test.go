@@ -33,7 +33,9 @@ func TestKubectlPlugin(t *testing.T) {
 	srv, port := startMock(t, mockmodel.Options{APIKey: e2eKey})
 	const name = "e2e-plugin"
 	const ttl = 45 * time.Second
-	kube("delete", "agentrun", name, "--ignore-not-found", "--wait=true")
+	if _, err := kube("delete", "agentrun", name, "--ignore-not-found", "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
 	plugin := buildPlugin(t)
 	mock := mockHost + ":" + strconv.Itoa(port)
 

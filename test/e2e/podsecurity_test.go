@@ -116,7 +116,9 @@ spec:
 		if !strings.Contains(reasons, "PodRejected") {
 			t.Errorf("Events of the run: %q, want a PodRejected warning", reasons)
 		}
-		kube("-n", "e2e-baseline", "patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"stop":"Graceful"}}`)
+		if _, err := kube("-n", "e2e-baseline", "patch", "agentrun", name, "--type", "merge", "-p", `{"spec":{"stop":"Graceful"}}`); err != nil {
+			t.Fatal(err)
+		}
 		ended := waitEndedIn(t, "e2e-baseline", name, time.Minute)
 		if got := succeeded(ended); got != "Cancelled/False" {
 			t.Errorf("cancelled rejected run: %s", got)
@@ -143,7 +145,9 @@ spec:
 
 func makeNamespace(t *testing.T, ns string, labels map[string]string) {
 	t.Helper()
-	kube("delete", "namespace", ns, "--ignore-not-found", "--wait=true")
+	if _, err := kube("delete", "namespace", ns, "--ignore-not-found", "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
 	obj := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns, "labels": labels}}
 	b, _ := json.Marshal(obj)
 	if _, err := kubeIn(strings.NewReader(string(b)), "apply", "-f", "-"); err != nil {
@@ -153,7 +157,11 @@ func makeNamespace(t *testing.T, ns string, labels map[string]string) {
 	if _, err := kubeIn(strings.NewReader(secret), "-n", ns, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kube("delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		if _, err := kube("delete", "namespace", ns, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 func applyIn(t *testing.T, ns, manifest string) {

@@ -44,11 +44,17 @@ func TestPromptFromConfigMap(t *testing.T) {
 	if err := os.WriteFile(file, []byte(prompt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kube("delete", "configmap", name, "--ignore-not-found")
+	if _, err := kube("delete", "configmap", name, "--ignore-not-found"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kube("create", "configmap", name, "--from-file=prompt="+file); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kube("delete", "configmap", name, "--ignore-not-found") })
+	t.Cleanup(func() {
+		if _, err := kube("delete", "configmap", name, "--ignore-not-found"); err != nil {
+			t.Error(err)
+		}
+	})
 	r := claudeRun(name, "parallel", port)
 	r.promptConfigMap = name
 	r.apply(t)

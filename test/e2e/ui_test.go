@@ -103,7 +103,7 @@ func startUI(t *testing.T) (base, token string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() }) // ended by cancel: the error is the kill's
 	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -54,7 +54,9 @@ func TestAgentIsNotTheHostRoot(t *testing.T) {
 		if err := os.WriteFile(private, []byte(secret), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		os.Chown(private, 0, 0)
+		if err := os.Chown(private, 0, 0); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range []string{"/etc/shadow", private} {
 			if o := w.run(t, nil, nil, probe, "read", p); !strings.HasPrefix(o.stdout, "denied:") {
 				t.Errorf("read %s: %q", p, o.stdout)
@@ -300,10 +302,16 @@ func TestRootCallerWorkspaceUnderAClosedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(closed)
-	os.Chmod(closed, 0o700) // as /root is
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	} // as /root is
 	ws := filepath.Join(closed, "project")
-	os.Mkdir(ws, 0o755)
-	os.WriteFile(filepath.Join(closed, "sibling-secret"), []byte(secret), 0o644)
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(closed, "sibling-secret"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	stdout, stderr, code := w.runRaw(t, []string{"--cwd", ws}, "sh", "-c",
 		fmt.Sprintf("pwd; echo hi > made; cat made; ls %s", closed))
 	if code != 0 || !strings.HasPrefix(stdout, ws+"\nhi\nproject") || strings.Contains(stdout, "sibling-secret") {
@@ -322,7 +330,9 @@ func TestRunnerFilesBehindAliasesOfTheWorkspace(t *testing.T) {
 		if err := os.WriteFile(victim, []byte("HOST_SECRET="+secret+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		os.Chown(victim, w.u.uid, w.u.uid)
+		if err := os.Chown(victim, w.u.uid, w.u.uid); err != nil {
+			t.Fatal(err)
+		}
 		for _, name := range []string{"events.jsonl", "vars.env"} {
 			if err := os.Symlink(victim, filepath.Join(w.ws, name)); err != nil {
 				t.Fatal(err)
@@ -399,7 +409,9 @@ func TestNoSetuidFilesInTheWorkspace(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.Chown(dir, w.u.uid, w.u.uid)
+		if err := os.Chown(dir, w.u.uid, w.u.uid); err != nil {
+			t.Fatal(err)
+		}
 		o := w.run(t, nil, nil, probe, "setid", dir)
 		lines := strings.Split(o.stdout, "\n")
 		if len(lines) < 8 {
@@ -435,7 +447,9 @@ func TestNoDatagramPairToHostSockets(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		os.Chmod(sock, 0o777)
+		if err := os.Chmod(sock, 0o777); err != nil {
+			t.Fatal(err)
+		}
 		o := w.run(t, nil, nil, probe, "dgram", sock)
 		if !strings.HasPrefix(o.stdout, "denied: socketpair") {
 			t.Errorf("a datagram pair inside: %q", o.stdout)
@@ -501,20 +515,30 @@ func TestRepositoryGitFilesAreReadOnly(t *testing.T) {
 			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: evil\\n' > .git" }},
 			{"submodule", func(ws string) (string, string) {
 				git(ws, "init", "-q", "-b", "main")
-				os.MkdirAll(filepath.Join(ws, ".git", "modules", "sub"), 0o755)
-				os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
-				os.WriteFile(filepath.Join(ws, "sub", ".git"), []byte("gitdir: ../.git/modules/sub\n"), 0o644)
+				if err := os.MkdirAll(filepath.Join(ws, ".git", "modules", "sub"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(ws, "sub", ".git"), []byte("gitdir: ../.git/modules/sub\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
 				return ws, filepath.Join(ws, "sub")
 			}, func(mark string) string { return evil("evil", mark) + " && printf 'gitdir: ../evil\\n' > sub/.git" }},
 			{"subdirectory of a checkout", func(ws string) (string, string) {
 				git(ws, "init", "-q", "-b", "main")
-				os.MkdirAll(filepath.Join(ws, "svc"), 0o755)
+				if err := os.MkdirAll(filepath.Join(ws, "svc"), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				return filepath.Join(ws, "svc"), filepath.Join(ws, "svc")
 			}, func(mark string) string { return evil(".git", mark) }},
 		}
 		for i, a := range attacks {
 			ws := filepath.Join(w.ws, fmt.Sprintf("case%d", i))
-			os.Mkdir(ws, 0o755)
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			cwd, gitCwd := a.setup(ws)
 			chownAll(t, w.ws, w.u.uid)
 			chownAll(t, w.outside, w.u.uid)
@@ -561,16 +585,22 @@ func TestWorkspaceOwnersCredentialsAreDenied(t *testing.T) {
 		proj := filepath.Join(alice, "proj")
 		for rel, content := range map[string]string{".npmrc": secret, ".aws/credentials": secret, "proj/main.go": "package main"} {
 			p := filepath.Join(alice, rel)
-			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		chownAll(t, alice, aliceUID)
-		os.Chmod(proj, 0o777) // shared with the caller
+		if err := os.Chmod(proj, 0o777); err != nil {
+			t.Fatal(err)
+		} // shared with the caller
 		hostPasswd, _ := os.ReadFile("/etc/passwd")
 		passwd := filepath.Join(w.outside, "passwd")
-		os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644)
+		if err := os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		run := func(cwd string, cmd ...string) (string, string, int) {
 			args := append([]string{"unshare", "-m", "--", "sh", "-c", `mount --bind "$0" /etc/passwd && exec "$@"`, passwd},
 				append(append(append([]string{}, w.u.prefix...), agentrun, "sandbox", "--cwd", cwd, "--"), cmd...)...)

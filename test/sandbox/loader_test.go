@@ -23,7 +23,9 @@ func TestLoaderVariablesRunNothingOutside(t *testing.T) {
 		if err := os.Mkdir(marks, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(marks, 0o777)
+		if err := os.Chmod(marks, 0o777); err != nil {
+			t.Fatal(err)
+		}
 		src := filepath.Join(w.ws, "evil.c")
 		lib := filepath.Join(w.ws, "evil.so")
 		code := fmt.Sprintf(`#include <stdio.h>
@@ -43,7 +45,9 @@ __attribute__((constructor)) static void evil(void) {
 			t.Fatalf("gcc (hack/setup.sh installs it): %v\n%s", err, out)
 		}
 		envFile := filepath.Join(w.ws, ".env")
-		os.WriteFile(envFile, []byte("LD_PRELOAD="+lib+"\nGCONV_PATH="+w.ws+"\n"), 0o644)
+		if err := os.WriteFile(envFile, []byte("LD_PRELOAD="+lib+"\nGCONV_PATH="+w.ws+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		chownAll(t, w.ws, w.u.uid)
 		stdout, stderr, code2 := w.runRaw(t, []string{"--env-file", envFile}, "sh", "-c", `echo "agent: $LD_PRELOAD $GCONV_PATH"`)
 		if code2 != 0 {

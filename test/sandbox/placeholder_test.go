@@ -48,7 +48,9 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			os.Chown(d, 0, 0) // root's, whoever the caller is
+			if err := os.Chown(d, 0, 0); err != nil {
+				t.Fatal(err)
+			} // root's, whoever the caller is
 		}
 		// The world's home has a real ~/.config (gcloud's credentials):
 		// move it aside so that the link replaces it.
@@ -59,7 +61,9 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 			if err := os.Symlink(target, filepath.Join(w.home, link)); err != nil {
 				t.Fatal(err)
 			}
-			os.Lchown(filepath.Join(w.home, link), w.u.uid, w.u.uid)
+			if err := os.Lchown(filepath.Join(w.home, link), w.u.uid, w.u.uid); err != nil {
+				t.Fatal(err)
+			}
 		}
 		before := tree(t, w.home)
 		seen := make(chan string, 1)
@@ -101,21 +105,35 @@ func TestPlaceholdersInAnotherUsersHome(t *testing.T) {
 		proj := filepath.Join(alice, "proj")
 		for rel, content := range map[string]string{".aws/credentials": secret, "proj/main.go": "package main"} {
 			p := filepath.Join(alice, rel)
-			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		rootDir := filepath.Join(w.outside, "etc-like")
-		os.Mkdir(rootDir, 0o755)
-		os.Symlink(rootDir, filepath.Join(alice, ".config"))
+		if err := os.Mkdir(rootDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(rootDir, filepath.Join(alice, ".config")); err != nil {
+			t.Fatal(err)
+		}
 		chownAll(t, alice, aliceUID)
-		os.Chown(rootDir, 0, 0)
-		os.Chmod(alice, 0o755)
-		os.Chmod(proj, 0o777) // shared with the caller
+		if err := os.Chown(rootDir, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(alice, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(proj, 0o777); err != nil {
+			t.Fatal(err)
+		} // shared with the caller
 		hostPasswd, _ := os.ReadFile("/etc/passwd")
 		passwd := filepath.Join(w.outside, "passwd")
-		os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644)
+		if err := os.WriteFile(passwd, append(hostPasswd, fmt.Sprintf("alice:x:%d:%d::%s:/bin/sh\n", aliceUID, aliceUID, alice)...), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		before := tree(t, alice)
 		seen := make(chan string, 1)
 		go func() {

@@ -374,7 +374,9 @@ func TestHostUnixSocketUnreachable(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		os.Chmod(sock, 0o777)
+		if err := os.Chmod(sock, 0o777); err != nil {
+			t.Fatal(err)
+		}
 		accepted := make(chan bool, 1)
 		go func() {
 			c, err := l.Accept()

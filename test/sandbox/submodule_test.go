@@ -32,12 +32,16 @@ func TestSubmoduleAttacks(t *testing.T) {
 		// The submodule's upstream, and a repository with it at libs/sub.
 		upstream := filepath.Join(w.outside, "upstream")
 		git(w.outside, "init", "-q", "-b", "main", upstream)
-		os.WriteFile(filepath.Join(upstream, "f"), []byte("x"), 0o644)
+		if err := os.WriteFile(filepath.Join(upstream, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		git(upstream, "add", "f")
 		git(upstream, "commit", "-q", "-m", "s")
 		origin := filepath.Join(w.outside, "origin")
 		git(w.outside, "init", "-q", "-b", "main", origin)
-		os.WriteFile(filepath.Join(origin, "t"), []byte("t"), 0o644)
+		if err := os.WriteFile(filepath.Join(origin, "t"), []byte("t"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		git(origin, "add", "t")
 		git(origin, "submodule", "add", "-q", upstream, "libs/sub")
 		git(origin, "commit", "-q", "-m", "sm")
@@ -73,7 +77,9 @@ func TestSubmoduleAttacks(t *testing.T) {
 				args = append(args, "--recurse-submodules")
 			}
 			git(w.ws, args...)
-			os.MkdirAll(filepath.Join(ws, "tools", "lint"), 0o755)
+			if err := os.MkdirAll(filepath.Join(ws, "tools", "lint"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			git(filepath.Join(ws, "tools", "lint"), "init", "-q")
 			if a.rm != "" {
 				os.Remove(filepath.Join(ws, a.rm))
@@ -128,7 +134,9 @@ func TestGitConfigLinkedIntoTheWorkspace(t *testing.T) {
 		if err := os.Rename(filepath.Join(w.ws, ".git", "config"), cfg); err != nil {
 			t.Fatal(err)
 		}
-		os.Symlink("../settings.conf", filepath.Join(w.ws, ".git", "config"))
+		if err := os.Symlink("../settings.conf", filepath.Join(w.ws, ".git", "config")); err != nil {
+			t.Fatal(err)
+		}
 		chownAll(t, w.ws, w.u.uid)
 		mark := filepath.Join(w.outside, "PWNED")
 		_, stderr, code := w.runRaw(t, nil, "sh", "-c", fmt.Sprintf("git config core.fsmonitor 'touch %s; false' && echo DONE", mark))
@@ -166,7 +174,9 @@ func TestGitConfigPathsAndBareRepositories(t *testing.T) {
 		git(w.ws, "init", "-q", ws)
 		git(ws, "config", "core.hooksPath", ".husky")
 		git(ws, "config", "include.path", "../.gitconfig-shared")
-		os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+		if err := os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		git(ws, "add", "f")
 		git(ws, "commit", "-q", "-m", "init")
 		chownAll(t, w.ws, w.u.uid)
@@ -194,7 +204,9 @@ printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo C
 
 		// A subdirectory of the checkout made a bare repository.
 		sub := filepath.Join(ws, "sub")
-		os.Mkdir(sub, 0o755)
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		chownAll(t, w.ws, w.u.uid)
 		bareMark := filepath.Join(w.outside, "PWNED-bare")
 		script = fmt.Sprintf(`mkdir objects refs && echo "ref: refs/heads/main" > HEAD && printf '[core]\n\tfsmonitor = "touch %s; false"\n' > config`, bareMark)
@@ -209,7 +221,9 @@ printf '[core]\n\tfsmonitor = "touch %s; false"\n' > .gitconfig-shared && echo C
 		os.RemoveAll(filepath.Join(sub, "HEAD"))
 		script = `mkdir app && cd app && mkdir objects refs && echo "ref: refs/heads/main" > HEAD && cd .. && chmod 0311 app`
 		_, stderr, code = w.runRaw(t, []string{"--cwd", sub}, "sh", "-c", script)
-		os.Chmod(app, 0o755)
+		if err := os.Chmod(app, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if code != 0 || !strings.Contains(stderr, "left a git repository at "+app+":") && !strings.Contains(stderr, "the agent left "+app+" unreadable") {
 			t.Errorf("a repository in a directory made unreadable was not told: exit %d, %s", code, stderr)
 		}
@@ -232,7 +246,9 @@ func TestPlaceholderUnderADirectoryOfAnotherOwner(t *testing.T) {
 		git("config", "include.path", "../conf/local.inc")
 		chownAll(t, w.ws, w.u.uid)
 		conf := filepath.Join(w.ws, "conf")
-		os.Mkdir(conf, 0o755) // root's
+		if err := os.Mkdir(conf, 0o755); err != nil {
+			t.Fatal(err)
+		} // root's
 		mark := filepath.Join(w.outside, "PWNED")
 		script := fmt.Sprintf(`mv conf conf.old && mkdir conf && printf '[core]\n\tfsmonitor = "touch %s; false"\n' > conf/local.inc && echo MOVED`, mark)
 		stdout, stderr, code := w.runRaw(t, nil, "sh", "-c", script)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/agentrun-dev/agentrun/events"
 )
 
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(replayEnv); path != "" {
 		os.Exit(replayMain(path, os.Getenv(syncEnv)))
 	}
-	os.Exit(m.Run())
+	// The live panel's loop is a goroutine per renderer: none may outlive
+	// its test.
+	goleak.VerifyTestMain(m)
 }
 
 // A replay file is an event stream, one event per line, with directive
@@ -122,7 +126,12 @@ func replayMain(path, syncDir string) int {
 		if syncDir == "" {
 			return
 		}
-		os.WriteFile(filepath.Join(syncDir, name+".paused"), nil, 0o644)
+		// Unable to signal the pause, the program goes on: the test,
+		// waiting for the .paused file, then fails naming it.
+		if err := os.WriteFile(filepath.Join(syncDir, name+".paused"), nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
 		waitFile(filepath.Join(syncDir, name+".go"))
 	}
 	err = runReplay(steps, r.Event, r.StderrWriter(), pause, delay)
@@ -136,7 +145,10 @@ func replayMain(path, syncDir string) int {
 	if err != nil {
 		msg = err.Error()
 	}
-	os.WriteFile(filepath.Join(syncDir, "done"), []byte(msg), 0o644)
+	if err := os.WriteFile(filepath.Join(syncDir, "done"), []byte(msg), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	waitFile(filepath.Join(syncDir, "exit"))
 	return 0
 }

@@ -160,7 +160,11 @@ func (tm *tmuxServer) startReplay(session, syncDir, colorEnv string) {
 	cmd := "exec env " + colorEnv + " " + replayEnv + "=" + shellQuote(replay) + " " + syncEnv + "=" + shellQuote(syncDir) +
 		" " + shellQuote(exe)
 	tm.must("new-session", "-d", "-s", session, "-x", "100", "-y", "30", cmd)
-	tm.t.Cleanup(func() { os.WriteFile(filepath.Join(syncDir, "exit"), nil, 0o644) })
+	tm.t.Cleanup(func() {
+		if err := os.WriteFile(filepath.Join(syncDir, "exit"), nil, 0o644); err != nil {
+			tm.t.Error(err)
+		}
+	})
 }
 
 // TestTmux runs the rich renderer on a real terminal: tmux, 100 columns by
@@ -185,13 +189,16 @@ func TestTmux(t *testing.T) {
 	}
 	tm := &tmuxServer{t: t, bin: bin, sock: filepath.Join(dir, "sock"), conf: conf}
 	tm.must("start-server")
-	t.Cleanup(func() { tm.run("kill-server") })
+	// kill-server fails only when the server is gone already, which is the goal.
+	t.Cleanup(func() { _, _ = tm.run("kill-server") })
 	want := readWant(t, "testdata/tmux-run.want.txt")
 
 	t.Run("colour", func(t *testing.T) {
 		tm.t = t
 		syncDir := filepath.Join(dir, "colour")
-		os.Mkdir(syncDir, 0o755)
+		if err := os.Mkdir(syncDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		tm.startReplay("colour", syncDir, "-u NO_COLOR")
 
 		tm.waitFor("colour", "the pause at mid", func() bool {
@@ -210,7 +217,9 @@ func TestTmux(t *testing.T) {
 		if strings.Contains(esc, "\x1b[2mruntime warning") {
 			t.Error("a stderr line is dim")
 		}
-		os.WriteFile(filepath.Join(syncDir, "mid.go"), nil, 0o644)
+		if err := os.WriteFile(filepath.Join(syncDir, "mid.go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 
 		tm.waitFor("colour", "the pause at late", func() bool {
 			if !exists(filepath.Join(syncDir, "late.paused")) {
@@ -218,7 +227,9 @@ func TestTmux(t *testing.T) {
 			}
 			return checkLate(tm.capture("colour", "-S", "-")) == nil
 		})
-		os.WriteFile(filepath.Join(syncDir, "late.go"), nil, 0o644)
+		if err := os.WriteFile(filepath.Join(syncDir, "late.go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 
 		tm.waitFor("colour", "the end", func() bool { return exists(filepath.Join(syncDir, "done")) })
 		if msg, _ := os.ReadFile(filepath.Join(syncDir, "done")); len(msg) > 0 {
@@ -248,9 +259,13 @@ func TestTmux(t *testing.T) {
 	t.Run("NO_COLOR", func(t *testing.T) {
 		tm.t = t
 		syncDir := filepath.Join(dir, "nocolor")
-		os.Mkdir(syncDir, 0o755)
+		if err := os.Mkdir(syncDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		for _, f := range []string{"mid.go", "late.go"} {
-			os.WriteFile(filepath.Join(syncDir, f), nil, 0o644)
+			if err := os.WriteFile(filepath.Join(syncDir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tm.startReplay("nocolor", syncDir, "NO_COLOR=1")
 		tm.waitFor("nocolor", "the end", func() bool { return exists(filepath.Join(syncDir, "done")) })

@@ -39,7 +39,9 @@ func TestLiveShowsWriting(t *testing.T) {
 	// A subagent's piece replaces main's; its tool call ends it.
 	sub := "toolu_1"
 	h.feed(&events.SubagentStart{ID: sub, Number: 1, Kind: "Explore", Description: "look"})
-	h.l.partial(events.Partial{Parent: &sub, Text: "looking"})
+	if err := h.l.partial(events.Partial{Parent: &sub, Text: "looking"}); err != nil {
+		t.Fatal(err)
+	}
 	h.clock.tick()
 	if s := strings.Join(h.term.lines(), "\n"); !strings.Contains(s, "explore#1 writing… 7 chars\n    looking") {
 		t.Errorf("the subagent's writing:\n%s", s)

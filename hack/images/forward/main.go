@@ -40,9 +40,11 @@ func relay(c net.Conn, target string) {
 		return
 	}
 	defer t.Close()
+	// A relay: either side's error or close ends its direction, and the
+	// half-close passes that end on; there is nothing else to do with it.
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(t, c); t.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { io.Copy(c, t); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(t, c); _ = t.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, t); _ = c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
 	<-done
 	<-done
 }

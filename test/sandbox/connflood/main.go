@@ -58,7 +58,9 @@ func main() {
 		fmt.Printf("denied: %v (after %v, opened=%d closed=%d)\n", err, time.Since(start), opened, closed.Load())
 		return
 	}
-	io.Copy(io.Discard, resp.Body)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		fmt.Printf("reading the answer: %v\n", err)
+	}
 	resp.Body.Close()
 	elapsed := time.Since(start)
 	// The proxy closes refused connections within a few seconds at most.
@@ -76,7 +78,7 @@ func flood(addr string, n int, closed *atomic.Int64) int {
 			return i
 		}
 		go func() {
-			io.Copy(io.Discard, c) // returns when the proxy closes it
+			_, _ = io.Copy(io.Discard, c) // returns when the proxy closes it (how does not matter)
 			closed.Add(1)
 		}()
 	}

@@ -1,0 +1,13 @@
+package credentials
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests when a goroutine they started is
+// still running after them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
