@@ -13,11 +13,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +37,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -89,6 +93,7 @@ type phase struct {
 	settled  time.Duration // the last status written
 	peak     int64         // the manager's VmHWM
 	cpu      cpuTimes      // spent from the clock's start to the last status
+	counts   string        // the manager's requests and reconciles
 }
 
 // afterLastJob is how long after the last Job the last status was written.
@@ -201,6 +206,9 @@ func run(o options) ([]string, error) {
 		p.firstJob, p.jobs = time.Unix(0, jobs.first.Load()).Sub(t0), jobsDone.Sub(t0)
 		p.first, p.settled = first.Sub(t0), last.Sub(t0)
 		p.cpu = cpuNow(mgr).minus(cpu0)
+		if p.counts, err = mgr.counts(); err != nil {
+			return p, fmt.Errorf("reading the manager's metrics: %w", err)
+		}
 		return p, nil
 	}
 
@@ -267,6 +275,7 @@ func run(o options) ([]string, error) {
 		(backlog.settled - backlog.first).Round(time.Millisecond), (live.settled - live.first).Round(time.Millisecond),
 		backlog.afterLastJob().Round(time.Millisecond), live.afterLastJob().Round(time.Millisecond), targetSettle)
 	fmt.Printf("CPU seconds from the clock's start to the last status (2 cores shared): backlog %s; live %s\n", backlog.cpu, live.cpu)
+	fmt.Printf("manager, live: %s\nmanager, backlog: %s\n", live.counts, backlog.counts)
 	fmt.Printf("memory: manager peak %.1f MiB at %d runs, %.1f MiB at %d runs\n", mib(live.peak), n, mib(backlog.peak), 2*n)
 
 	var failed []string
@@ -379,7 +388,16 @@ type jobWatch struct {
 }
 
 func watchJobs(ctx context.Context, cs kubernetes.Interface, ns string, n int) (*jobWatch, error) {
-	w, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	list, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) > 0 {
+		return nil, fmt.Errorf("namespace %s has Jobs already", ns)
+	}
+	w, err := resumingWatch(ctx, list.ResourceVersion, func(o metav1.ListOptions) (watch.Interface, error) {
+		return cs.BatchV1().Jobs(ns).Watch(ctx, o)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +441,18 @@ type statusWatch struct {
 }
 
 func watchStatuses(ctx context.Context, c client.WithWatch, ns string, n int) (*statusWatch, error) {
-	w, err := c.Watch(ctx, &v1alpha1.AgentRunList{}, client.InNamespace(ns))
+	list := &v1alpha1.AgentRunList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, r := range list.Items {
+		if r.Status.JobName != "" {
+			return nil, fmt.Errorf("AgentRun %s/%s has a status already", ns, r.Name)
+		}
+	}
+	w, err := resumingWatch(ctx, list.ResourceVersion, func(o metav1.ListOptions) (watch.Interface, error) {
+		return c.Watch(ctx, &v1alpha1.AgentRunList{}, client.InNamespace(ns), &client.ListOptions{Raw: &o})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -462,6 +491,15 @@ func (s *statusWatch) wait() (time.Time, time.Time, error) {
 	}
 }
 
+// resumingWatch watches from a list's resourceVersion and resumes where it
+// stopped when the API server closes the watch (a busy server drops slow
+// watchers), so that no event is missed or seen twice.
+func resumingWatch(ctx context.Context, rv string, w func(metav1.ListOptions) (watch.Interface, error)) (watch.Interface, error) {
+	return watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) { return w(o) },
+	})
+}
+
 // parallel runs f(0..n-1) on workers goroutines; the first error wins.
 func parallel(n, workers int, f func(int) error) error {
 	var next atomic.Int64
@@ -493,7 +531,69 @@ func parallel(n, workers int, f func(int) error) error {
 }
 
 type managerProc struct {
-	cmd *exec.Cmd
+	cmd     *exec.Cmd
+	metrics string
+}
+
+// counts are the manager's requests to the API server by method and code
+// and its reconciles by controller and result, from its metrics.
+func (m *managerProc) counts() (string, error) {
+	resp, err := http.Get(m.metrics)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	requests, reconciles := map[string]float64{}, map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil || v == 0 {
+			continue
+		}
+		l := promLabels(labels)
+		switch name {
+		case "rest_client_requests_total":
+			requests[l["method"]+" "+l["code"]] += v
+		case "controller_runtime_reconcile_total":
+			reconciles[l["controller"]+" "+l["result"]] += v
+		}
+	}
+	return "requests " + formatCounts(requests) + "; reconciles " + formatCounts(reconciles), nil
+}
+
+func promLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+func formatCounts(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %.0f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // startManager runs the manager binary against envtest with an admin
@@ -519,7 +619,13 @@ func startManager(env *envtest.Environment, o options) (*managerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", path, "--metrics-bind-address", "0",
+	metricsAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	// Plain HTTP on loopback: the bench reads the manager's own counts
+	// of its requests and reconciles.
+	args := []string{"--kubeconfig", path, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probe, "--runner-image", "agentrun-runner:bench"}
 	for _, f := range []struct {
 		name  string
@@ -534,7 +640,7 @@ func startManager(env *envtest.Environment, o options) (*managerProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.manager, err)
 	}
-	m := &managerProc{cmd: cmd}
+	m := &managerProc{cmd: cmd, metrics: "http://" + metricsAddr + "/metrics"}
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		resp, err := http.Get("http://" + probe + "/readyz")
 		if err == nil {
