@@ -39,8 +39,11 @@ type hold struct {
 // spent, or nil. A calendar window's status past its end is the last
 // window's: it no longer holds anything.
 func (r *AgentRunReconciler) spentBudget(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (*v1alpha1.AgentBudget, error) {
+	// The cache's own budgets, not copies (each carries up to 100 runs in
+	// its status, and every reconcile of a run that has no Job reads them):
+	// they are only read, and the one returned only for its message.
 	list := &v1alpha1.AgentBudgetList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 			return nil, nil // the AgentBudget CRD is not installed
 		}
@@ -207,8 +210,8 @@ func (r *AgentRunReconciler) budgetChanges() (handler.EventHandler, predicate.Pr
 			return nil
 		}
 		runs := &v1alpha1.AgentRunList{}
-		if err := r.List(ctx, runs, client.InNamespace(b.Namespace)); err != nil {
-			return nil
+		if err := r.List(ctx, runs, client.InNamespace(b.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil // read only (their names, status and labels)
 		}
 		var out []reconcile.Request
 		for i := range runs.Items {

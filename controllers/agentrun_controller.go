@@ -17,6 +17,7 @@ package controllers
 import (
 	"context"
 	"maps"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,9 +33,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -79,6 +82,11 @@ type AgentRunReconciler struct {
 	Prices Prices
 
 	spendCounter *spendCounter
+	// ownWrites holds, by run, the resourceVersion of this manager's last
+	// status write until its watch event comes back: the reconcile that
+	// wrote it has acted on everything that status says (what follows
+	// from it is requeued), so that event brings nothing to do.
+	ownWrites sync.Map // types.NamespacedName -> string
 }
 
 // scope is everything one reconcile reads, read once, and what it decided.
@@ -153,6 +161,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.ownWrites.Delete(req.NamespacedName)
 			r.forgetDeleted(req.NamespacedName)
 			return ctrl.Result{}, r.releaseOrphans(ctx, req.NamespacedName)
 		}
@@ -245,6 +254,7 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 			run.Status = old
 			return ctrl.Result{}, err
 		}
+		r.ownWrites.Store(runKey(run), run.ResourceVersion)
 	}
 	r.statusWritten(s, old, st)
 	for _, e := range append(s.events, computeEvents(old, st)...) {
@@ -306,7 +316,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	budgets, budgetFlips := r.budgetChanges()
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentRun{}).
+		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
 		Watches(&v1alpha1.AgentBudget{}, budgets, builder.WithPredicates(budgetFlips))
@@ -319,6 +329,21 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: n}).
 		Named("agentrun").
 		Complete(r)
+}
+
+// notOwnWrite drops the watch event of this manager's own status write
+// (ownWrites); any other change of the run, later writes included, passes.
+func (r *AgentRunReconciler) notOwnWrite(e crevent.UpdateEvent) bool {
+	key := types.NamespacedName{Namespace: e.ObjectNew.GetNamespace(), Name: e.ObjectNew.GetName()}
+	rv, ok := r.ownWrites.Load(key)
+	if !ok {
+		return true
+	}
+	if rv == e.ObjectNew.GetResourceVersion() {
+		r.ownWrites.CompareAndDelete(key, rv)
+		return false
+	}
+	return true
 }
 
 func (r *AgentRunReconciler) spend() *spendCounter {

@@ -63,8 +63,11 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// The cache's own objects, not copies: computeBudgetStatus only reads
+	// them, and a copy of every run of the namespace per count is the
+	// larger part of a busy namespace's cost.
 	runs := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, runs, client.InNamespace(b.Namespace)); err != nil {
+	if err := r.List(ctx, runs, client.InNamespace(b.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
@@ -146,8 +149,8 @@ func (r *BudgetReconciler) runDeleted(ctx context.Context, run *v1alpha1.AgentRu
 		return // it never ran
 	}
 	budgets := &v1alpha1.AgentBudgetList{}
-	if err := r.List(ctx, budgets, client.InNamespace(run.Namespace)); err != nil {
-		return
+	if err := r.List(ctx, budgets, client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return // read only (Covers)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -162,8 +165,9 @@ func (r *BudgetReconciler) runDeleted(ctx context.Context, run *v1alpha1.AgentRu
 	}
 }
 
-// SetupWithManager: budgets are counted again when any run of their
-// namespace changes, and keep what a deleted run spent.
+// SetupWithManager: budgets are counted again when a run of their
+// namespace changes what they count of it, and keep what a deleted run
+// spent.
 func (r *BudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -172,18 +176,28 @@ func (r *BudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = map[types.NamespacedName]time.Time{}
 	toBudgets := func(ctx context.Context, ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		list := &v1alpha1.AgentBudgetList{}
-		if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return
+		if err := r.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return // read only (the names)
 		}
 		for _, b := range list.Items {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
 		}
 	}
+	// Only a run whose budget view changed can change a budget's status:
+	// most status writes (the phase of a run that has not started, a
+	// condition, live progress without new usage) count nothing again.
 	runs := handler.Funcs{
 		CreateFunc: func(ctx context.Context, e crevent.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			toBudgets(ctx, e.Object.GetNamespace(), q)
+			if run, ok := e.Object.(*v1alpha1.AgentRun); ok && budgetViewOf(run) != nil {
+				toBudgets(ctx, run.Namespace, q)
+			}
 		},
 		UpdateFunc: func(ctx context.Context, e crevent.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, ok1 := e.ObjectOld.(*v1alpha1.AgentRun)
+			run, ok2 := e.ObjectNew.(*v1alpha1.AgentRun)
+			if ok1 && ok2 && !budgetViewChanged(old, run) {
+				return
+			}
 			toBudgets(ctx, e.ObjectNew.GetNamespace(), q)
 		},
 		DeleteFunc: func(ctx context.Context, e crevent.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

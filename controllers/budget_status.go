@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -195,6 +196,41 @@ func counts(st v1alpha1.AgentRunStatus, w window) bool {
 		return false
 	}
 	return st.CompletionTime == nil || !st.CompletionTime.Time.Before(w.start)
+}
+
+// budgetView is all that computeBudgetStatus reads of a run (besides its
+// name and uid, which never change): the labels it is selected by, what it
+// spent, when it ran and its phase. nil: the run counts in no window
+// (counts), so nothing else of it matters. (Exported fields: the
+// semantic comparison reads them.)
+type budgetView struct {
+	Labels            map[string]string
+	Start, Completion *metav1.Time
+	Usage             *v1alpha1.Usage
+	Metered           *int64
+	Phase             v1alpha1.Phase
+}
+
+func budgetViewOf(run *v1alpha1.AgentRun) *budgetView {
+	st := run.Status
+	if st.StartTime == nil && st.Usage == nil {
+		return nil
+	}
+	v := &budgetView{Labels: run.BudgetLabels(), Start: st.StartTime, Completion: st.CompletionTime, Usage: st.Usage, Phase: st.Phase}
+	if st.Progress != nil {
+		v.Metered = st.Progress.MeteredTokens
+	}
+	return v
+}
+
+// budgetViewChanged reports whether a run's change can change the status
+// of a budget covering it (before or after). A pure function.
+func budgetViewChanged(old, run *v1alpha1.AgentRun) bool {
+	a, b := budgetViewOf(old), budgetViewOf(run)
+	if a == nil || b == nil {
+		return (a == nil) != (b == nil)
+	}
+	return !equality.Semantic.DeepEqual(*a, *b)
 }
 
 // budgetResult is a computed budget status and when to look again.

@@ -396,3 +396,43 @@ func TestApplyLive(t *testing.T) {
 		t.Errorf("unmeteredCalls %v, want 3", p.UnmeteredCalls)
 	}
 }
+
+// TestBudgetViewChanged: a run's change reaches the budgets only when it
+// can change what they count of it.
+func TestBudgetViewChanged(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(now.Add(time.Minute))
+	started := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{"team": "a"}},
+		Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &now,
+			Usage: &v1alpha1.Usage{TokenCounts: v1alpha1.TokenCounts{InputTokens: ptr.To[int64](10)}}}}
+	pending := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"team": "a"}},
+		Status: v1alpha1.AgentRunStatus{Phase: v1alpha1.PhasePending}}
+	for _, tc := range []struct {
+		name string
+		old  *v1alpha1.AgentRun
+		edit func(*v1alpha1.AgentRun)
+		want bool
+	}{
+		{"a condition only", started, func(r *v1alpha1.AgentRun) {
+			r.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Running"}}
+		}, false},
+		{"live progress without new usage", started, func(r *v1alpha1.AgentRun) {
+			r.Status.Progress = &v1alpha1.Progress{ToolCalls: 3, Activity: "reading"}
+		}, false},
+		{"new usage", started, func(r *v1alpha1.AgentRun) { r.Status.Usage.InputTokens = ptr.To[int64](20) }, true},
+		{"metered tokens", started, func(r *v1alpha1.AgentRun) { r.Status.Progress = &v1alpha1.Progress{MeteredTokens: ptr.To[int64](99)} }, true},
+		{"the end", started, func(r *v1alpha1.AgentRun) { r.Status.CompletionTime, r.Status.Phase = &later, v1alpha1.PhaseSucceeded }, true},
+		{"relabelled", started, func(r *v1alpha1.AgentRun) { r.Labels = map[string]string{"team": "b"} }, true},
+		{"the phase of a counted run", started, func(r *v1alpha1.AgentRun) { r.Status.Phase = v1alpha1.PhaseFailed }, true},
+		{"not started: phase and labels", pending, func(r *v1alpha1.AgentRun) {
+			r.Status.Phase, r.Status.JobName, r.Labels = v1alpha1.PhaseQueued, "p", map[string]string{"team": "b"}
+		}, false},
+		{"starts", pending, func(r *v1alpha1.AgentRun) { r.Status.StartTime = &later }, true},
+	} {
+		run := tc.old.DeepCopy()
+		tc.edit(run)
+		if got := budgetViewChanged(tc.old, run); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

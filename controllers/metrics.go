@@ -79,8 +79,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// The cache's own objects, not a copy of every run per scrape: they
+	// are only read.
 	runs := &v1alpha1.AgentRunList{}
-	if err := (*rp).List(ctx, runs); err == nil {
+	if err := (*rp).List(ctx, runs, client.UnsafeDisableDeepCopy); err == nil {
 		counts := map[[2]string]int{}
 		for i := range runs.Items {
 			r := &runs.Items[i]
@@ -98,7 +100,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	budgets := &v1alpha1.AgentBudgetList{}
-	if err := (*rp).List(ctx, budgets); err == nil {
+	if err := (*rp).List(ctx, budgets, client.UnsafeDisableDeepCopy); err == nil {
 		for _, b := range budgets.Items {
 			ch <- prometheus.MustNewConstMetric(budgetTokensDesc, prometheus.GaugeValue, float64(b.Status.Spent.Tokens), b.Namespace, b.Name)
 			cost, _ := strconv.ParseFloat(b.Status.Spent.CostUSD, 64)

@@ -23,6 +23,14 @@ func (r *AgentRunReconciler) reconcileRejection(ctx context.Context, s *scope) e
 		(job.Spec.Suspend != nil && *job.Spec.Suspend) || isTerminal(s.run.Status) {
 		return nil
 	}
+	if s.run.Status.JobName == "" {
+		// The Job was created a moment ago (this reconcile writes its
+		// name first): the Job controller has had no time to refuse a
+		// Pod, and the poll looks soon. A burst of runs would otherwise
+		// add one uncached list per run to the API server's load.
+		s.requeueAfter(rejectionPoll)
+		return nil
+	}
 	// Events are not cached (the manager would hold every Event of the
 	// cluster); this list runs only for runs without a Pod.
 	var list corev1.EventList
