@@ -295,7 +295,6 @@ func buildPodSpec(run *v1alpha1.AgentRun, cfg JobConfig) corev1.PodSpec {
 			},
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
-		StartupProbe:             sidecarStartupProbe(),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext: &corev1.SecurityContext{
@@ -346,24 +345,6 @@ func progressPort(cfg JobConfig) int32 {
 		return cfg.ProgressPort
 	}
 	return podcontract.DefaultProgressPort
-}
-
-// sidecarStartupProbe is the sidecars' startup probe, there for speed: the
-// kubelet starts the agent container only once the sidecars before it are
-// started. Without a probe it learns that from its next relist of the
-// containers (every second, at any phase); with one from the probe's
-// result, on which it acts at once, and the probe's ticks run from the
-// Pod's admission, so on a node with the image the first tick, a second
-// after it, finds the sidecar running (docs/benchmarks.md, "Apply to first
-// model call"). The probe runs only `agentrun version`; the failures it
-// allows are many so that a slow node never restarts a sidecar.
-func sidecarStartupProbe() *corev1.Probe {
-	return &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"agentrun", "version"}}},
-		PeriodSeconds:    1,
-		TimeoutSeconds:   5,
-		FailureThreshold: 300,
-	}
 }
 
 // sidecarArgs are the events container's arguments. The meter file exists
