@@ -116,7 +116,8 @@ start_mock() {
   : >"$demo/mock.url"
   # The mock answers only calls with the demo's key, which only the
   # runner holds: the agent has a stand-in (spec.credentials).
-  DEMO_KEY=$1 setsid "$demo/mockmodel" --addr 127.0.0.1:0 --api-key-env DEMO_KEY >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
+  # --request-log: each request with its receive time (hack/bench-start.sh).
+  DEMO_KEY=$1 setsid "$demo/mockmodel" --addr 127.0.0.1:0 --api-key-env DEMO_KEY --request-log "$demo/requests.jsonl" >"$demo/mock.url" 2>"$demo/mockmodel.log" </dev/null &
   echo $! >"$demo/mockmodel.pid"
   for _ in $(seq 50); do [ -s "$demo/mock.url" ] && break; sleep 0.1; done
   stop_pid "$demo/forward.pid"

@@ -421,7 +421,11 @@ down() {
   # Network namespaces containerd pinned, then everything mounted under our paths.
   local nsdirs=()
   for i in /run/netns /var/run/netns; do [ -d "$i" ] && nsdirs+=("$i/cni-"); done
-  unmount_under "${nsdirs[@]}" "$state/" /run/containerd/ /var/lib/kubelet/
+  # findmnt names mounts by the resolved path: .cache may be a link (a
+  # worktree's to the main checkout's).
+  local real
+  real=$(realpath -m "$state")
+  unmount_under "${nsdirs[@]}" "$real/" /run/containerd/ /var/lib/kubelet/
   rm -f /run/netns/cni-* 2>/dev/null || true
   remove_cgroups
   ip link show "$cni_bridge" >/dev/null 2>&1 && ip link del "$cni_bridge"
@@ -441,7 +445,7 @@ down() {
   ip link show "$node_bridge" >/dev/null 2>&1 && left+=("link $node_bridge")
   ip link show "$cni_bridge" >/dev/null 2>&1 && left+=("link $cni_bridge")
   for i in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do [ -d "$i" ] && left+=("$i"); done
-  grep -q "^$state/" <<<"$(findmnt -rn -o TARGET)" && left+=("mounts under $state")
+  grep -q "^$real/" <<<"$(findmnt -rn -o TARGET)" && left+=("mounts under $real")
   if [ ${#left[@]} -gt 0 ]; then
     log "down: left behind: ${left[*]} (run down again; state kept in $state)"
     return 1

@@ -37,13 +37,14 @@ const NoSandboxNote = "no sandbox (--sandbox none): the agent can read and write
 // stops with "interrupted" when ctx is cancelled (the caller cancels it on
 // SIGINT or SIGTERM).
 func Run(ctx context.Context, o Options, out format.Renderer, stderr io.Writer) *events.End {
-	r := &run{o: o, started: o.Started, out: out, stderr: stderr, cleanup: func() {}, id: o.Resume}
+	r := &run{o: o, started: o.Started, out: out, stderr: stderr, cleanup: func() {}, id: o.Resume, timing: timingOn()}
 	if r.id == "" {
 		r.id = newUUID()
 	}
 	if r.started.IsZero() {
 		r.started = time.Now()
 	}
+	r.mark("started", r.started)
 	r.agg = aggregator.New(func(e events.Event) error { return out.Event(e) }, time.Now)
 	if l, ok := out.(format.Live); ok {
 		// The text being written reaches the live view only.
@@ -119,6 +120,8 @@ type run struct {
 	model modelWatch
 	// ending: end is being written (under pipe.mu); no [note] after it.
 	ending bool
+	// timing: write the start-up's timing lines (timing.go).
+	timing bool
 }
 
 // cloneRepo clones --repo into the workspace, before anything else.
@@ -275,6 +278,7 @@ func (r *run) start() *events.End {
 	// The [note] lines and start come before anything the proxy reports:
 	// the aggregator stays locked until they are written.
 	r.pipe.mu.Lock()
+	r.mark("sandbox", time.Now())
 	proc, err := startProcess(ps)
 	if err != nil {
 		defer r.pipe.mu.Unlock()
@@ -291,6 +295,7 @@ func (r *run) start() *events.End {
 		return r.end(events.StatusFailed, err.Error())
 	}
 	r.proc = proc
+	r.mark("ready", time.Now())
 	for _, n := range p.iso.notes(o.SessionDir, p.cwd) {
 		_ = r.out.Note(n)
 	}
