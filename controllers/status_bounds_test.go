@@ -3,8 +3,6 @@ package controllers
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,10 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/internal/testenv"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
 )
 
@@ -181,21 +179,8 @@ func TestCacheStripsManagedFields(t *testing.T) {
 // (no result, no by-model split), so the run still ends, with a Warning
 // Event saying what was left out.
 func TestStatusTooLargeIsTrimmed(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		apiServer(t) // fails with the message that says how to set it
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	env.ControlPlane.Etcd = &envtest.Etcd{}
-	env.ControlPlane.Etcd.Configure().Set("max-request-bytes", strconv.Itoa(300<<10))
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
+	te := testenv.StartT(t, testenv.Options{EtcdArgs: map[string]string{"max-request-bytes": strconv.Itoa(300 << 10)}})
+	cfg := te.Config
 	h := newHarnessOn(t, cfg)
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "large", Namespace: h.ns,
 		Annotations: map[string]string{"example.com/notes": strings.Repeat("n", 72<<10)}},

@@ -35,6 +35,9 @@ type Options struct {
 	// NoCRDs starts the API server without the project's CRDs (for a test
 	// that installs them itself, as the chart's does).
 	NoCRDs bool
+	// EtcdArgs are more flags of etcd (name without dashes: value), for
+	// a test of a limit, such as max-request-bytes.
+	EtcdArgs map[string]string
 }
 
 // Env is a running API server.
@@ -60,6 +63,12 @@ func Start(o Options) (*Env, error) {
 		}
 		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
 		env.ErrorIfCRDPathMissing = true
+	}
+	if len(o.EtcdArgs) > 0 {
+		env.ControlPlane.Etcd = &envtest.Etcd{}
+		for k, v := range o.EtcdArgs {
+			env.ControlPlane.Etcd.Configure().Set(k, v)
+		}
 	}
 	start := time.Now()
 	cfg, err := env.Start()

@@ -215,8 +215,7 @@ func (d *Decoder) number() ([]byte, error) {
 	case i < len(data) && data[i] == '0':
 		i++
 	case i < len(data) && '1' <= data[i] && data[i] <= '9':
-		for i++; i < len(data) && isDigit(data[i]); i++ {
-		}
+		i = skipDigits(data, i+1)
 	default:
 		return nil, ErrSyntax
 	}
@@ -225,8 +224,7 @@ func (d *Decoder) number() ([]byte, error) {
 		if i >= len(data) || !isDigit(data[i]) {
 			return nil, ErrSyntax
 		}
-		for i++; i < len(data) && isDigit(data[i]); i++ {
-		}
+		i = skipDigits(data, i+1)
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
 		i++
@@ -236,8 +234,7 @@ func (d *Decoder) number() ([]byte, error) {
 		if i >= len(data) || !isDigit(data[i]) {
 			return nil, ErrSyntax
 		}
-		for i++; i < len(data) && isDigit(data[i]); i++ {
-		}
+		i = skipDigits(data, i+1)
 	}
 	d.pos = i
 	return data[start:i], nil
@@ -643,4 +640,12 @@ func (d *Decoder) Raw(r *json.RawMessage) error {
 	}
 	*r = d.data[start:d.pos:d.pos]
 	return nil
+}
+
+// skipDigits is the index of the first byte from i on that is not a digit.
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && isDigit(data[i]) {
+		i++
+	}
+	return i
 }

@@ -289,7 +289,9 @@ func benchWorkspace(b *testing.B, repo bool) string {
 	upstream := filepath.Join(dir, "upstream")
 	git(dir, "init", "-q", "-b", "main", upstream)
 	for i := 0; i < 20; i++ {
-		os.WriteFile(filepath.Join(upstream, fmt.Sprintf("lib%d.go", i)), []byte("package lib\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(upstream, fmt.Sprintf("lib%d.go", i)), []byte("package lib\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	git(upstream, "add", ".")
 	git(upstream, "commit", "-q", "-m", "lib")
@@ -297,8 +299,12 @@ func benchWorkspace(b *testing.B, repo bool) string {
 	git(dir, "init", "-q", "-b", "main", ws)
 	for i := 0; i < benchRepoFiles; i++ {
 		p := filepath.Join(ws, fmt.Sprintf("pkg%d/sub%d/file%d.go", i%10, i/10%10, i))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(fmt.Sprintf("package sub\n\nconst N%d = %d\n", i, i)), 0o644)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("package sub\n\nconst N%d = %d\n", i, i)), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	git(ws, "add", ".")
 	git(ws, "submodule", "add", "-q", upstream, "third_party/lib")
