@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -20,19 +19,12 @@ import (
 // the Job comes from the manager and the Pod from the Job controller, as
 // the Pods of AgentRuns do; everything else is untouched.
 func TestSandboxProfileGuard(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	admin, _ := policyClient(t, c.cfg)
 	c.helm("install", "agentrun", "charts/agentrun", "--namespace", "agentrun-system", "--create-namespace")
-	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(c.cfg)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		k, _ := policyClient(t, cfg)
-		return k
-	}
+	as := func(user string, groups ...string) client.Client { return impersonating(t, c.cfg, user, groups...) }
 	jobController := as("system:serviceaccount:kube-system:job-controller", "system:serviceaccounts", "system:serviceaccounts:kube-system")
 	manager := as("system:serviceaccount:agentrun-system:agentrun-manager", "system:serviceaccounts", "system:serviceaccounts:agentrun-system")
 

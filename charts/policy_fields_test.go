@@ -141,9 +141,7 @@ const loosePolicy = `policy.spec={"allowedImages":["*"],"allowSandboxNone":true,
 // policy.spec then admits each run (a toleration of every taint still
 // needs '*').
 func TestDefaultPolicyRefusesEveryPodField(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	k, _ := policyClient(t, c.cfg)

@@ -102,6 +102,25 @@ func tryCreate(ctx context.Context, k client.Client, run client.Object) error {
 	return k.Create(ctx, run.DeepCopyObject().(client.Object), client.DryRunAll)
 }
 
+// isolateHelm gives the test's helm its own cache, config and data
+// folders, so that no repository or plugin of the machine's is used.
+func isolateHelm(t *testing.T) {
+	t.Helper()
+	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(v, t.TempDir())
+	}
+}
+
+// impersonating is a client of cfg's API server acting as user, an
+// authenticated member of groups.
+func impersonating(t *testing.T, cfg *rest.Config, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	k, _ := policyClient(t, cfg)
+	return k
+}
+
 // waitFor polls until check returns "", for things the API server picks up
 // asynchronously (a new policy, binding, param kind or CRD default).
 func waitFor(t *testing.T, what string, timeout time.Duration, check func() string) {
@@ -137,9 +156,7 @@ func refusedWith(err error, want string) string {
 // then the same release without the network default, in Warn mode, and
 // without its AgentRunPolicy.
 func TestAdmissionPolicy(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	k, warned := policyClient(t, c.cfg)

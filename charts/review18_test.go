@@ -19,9 +19,7 @@ import (
 // refuse spec.git.submodules; one that allows any https repository may
 // allow it.
 func TestReview18SubmodulesBypassRepositories(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	k, _ := policyClient(t, c.cfg)

@@ -21,9 +21,7 @@ import (
 // guard, which compares the string with "agentrun/bwrap.json", must refuse
 // them as it refuses the plain spelling, for Pods and Jobs alike.
 func TestReviewGuardProfileSpellings(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	admin, _ := policyClient(t, c.cfg)

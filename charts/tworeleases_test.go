@@ -10,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,9 +25,7 @@ import (
 // each manager has its own leader lease and watched namespace, and the
 // guard admits a sandboxed Job from either manager and from no one else.
 func TestTwoReleases(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	ctx := context.Background()
 	c := startCluster(t)
 	admin, _ := policyClient(t, c.cfg)
@@ -70,12 +67,7 @@ func TestTwoReleases(t *testing.T) {
 	}
 
 	// The guard of release a admits both managers' sandboxed Jobs.
-	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(c.cfg)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		k, _ := policyClient(t, cfg)
-		return k
-	}
+	as := func(user string, groups ...string) client.Client { return impersonating(t, c.cfg, user, groups...) }
 	sandboxedJob := func(ns string) *batchv1.Job {
 		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "j-"},
 			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,

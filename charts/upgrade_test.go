@@ -133,9 +133,7 @@ func helmBin(t *testing.T) string {
 // TestHelmUpgradeUpgradesCRD: an installed release whose CRD lacks a field
 // gets it from `helm upgrade`; `helm uninstall` leaves the CRD.
 func TestHelmUpgradeUpgradesCRD(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	c := startCluster(t)
 	c.helm("install", "agentrun", olderChart(t, false), "--namespace", "agentrun-system", "--create-namespace")
 	if strings.Contains(c.specFields(), `"stop"`) {
@@ -157,9 +155,7 @@ func TestHelmUpgradeUpgradesCRD(t *testing.T) {
 // CRD in crds/ (so Helm does not own it) upgrades to this chart after the
 // two adoption commands of docs/kubernetes/install.md, and its CRD is upgraded.
 func TestAdoptCRDFromCRDsDir(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	c := startCluster(t)
 	c.helm("install", "agentrun", olderChart(t, true), "--namespace", "agentrun-system", "--create-namespace")
 	if strings.Contains(c.specFields(), `"stop"`) {
@@ -183,9 +179,7 @@ func TestAdoptCRDFromCRDsDir(t *testing.T) {
 // AgentRunPolicy CRD lacks a field keeps lacking it after `helm upgrade`;
 // docs/kubernetes/install.md's command before the upgrade brings it.
 func TestPolicyCRDUpgrade(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	c := startCluster(t)
 	older := filepath.Join(t.TempDir(), "agentrun")
 	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), older).CombinedOutput(); err != nil {
@@ -237,9 +231,7 @@ func TestPolicyCRDUpgrade(t *testing.T) {
 // and changes nothing; after applying crds/ it goes through and the policy
 // is in force.
 func TestUpgradeFromBeforeThePolicy(t *testing.T) {
-	t.Setenv("HELM_CACHE_HOME", t.TempDir())
-	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
-	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	isolateHelm(t)
 	c := startCluster(t)
 	older := filepath.Join(t.TempDir(), "agentrun")
 	if out, err := exec.Command("cp", "-r", filepath.Join(root(t), "charts", "agentrun"), older).CombinedOutput(); err != nil {
