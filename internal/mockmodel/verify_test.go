@@ -42,3 +42,39 @@ func TestVerifyUsageDroppedCall(t *testing.T) {
 		t.Error("a wrong output count verified")
 	}
 }
+
+// TestVerifyUsageCutSubagentCall: a subagent's stream the client cut (the
+// mock's Aborted, with the partial usage of its first chunk) and asked
+// again leaves no usage event of its own (seen in CI with claude-code);
+// the run verifies, and a wrong count still does not.
+func TestVerifyUsageCutSubagentCall(t *testing.T) {
+	parent := "toolu_1"
+	sub := func(step int, u Usage, aborted bool) Call {
+		return Call{Scenario: "subagent", Role: RoleSubagent, Step: step, Status: 200, Usage: u, Aborted: aborted}
+	}
+	usage := func(u Usage, p *string) *events.Usage {
+		return &events.Usage{Parent: p, InputTokens: events.Int64(u.InputTokens), OutputTokens: events.Int64(u.OutputTokens),
+			CacheReadTokens: events.Int64(u.CacheReadTokens), CacheWriteTokens: events.Int64(u.CacheWriteTokens)}
+	}
+	main := Usage{InputTokens: 110, OutputTokens: 20}
+	first, second := Usage{InputTokens: 40, OutputTokens: 60, CacheReadTokens: 2000}, Usage{InputTokens: 41, OutputTokens: 67, CacheReadTokens: 2500}
+	cut := first
+	cut.OutputTokens = 1
+	ledger := []Call{{Scenario: "subagent", Role: RoleMain, Status: 200, Usage: main}, sub(0, cut, true), sub(0, first, false), sub(1, second, false)}
+	end := &events.End{}
+	for _, tc := range []struct {
+		name   string
+		stream []events.Event
+		ok     bool
+	}{
+		{"each served call once", []events.Event{usage(main, nil), usage(first, &parent), usage(second, &parent), end}, true},
+		{"a wrong output", []events.Event{usage(main, nil), usage(first, &parent), usage(Usage{InputTokens: 41, OutputTokens: 68, CacheReadTokens: 2500}, &parent), end}, false},
+		{"a served call without its event", []events.Event{usage(main, nil), usage(first, &parent), end}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if errs := VerifyUsage(tc.stream, ledger, false); (len(errs) == 0) != tc.ok {
+				t.Errorf("errors %v, want ok=%v", errs, tc.ok)
+			}
+		})
+	}
+}
