@@ -140,7 +140,7 @@ func (s *scope) requeueAfter(d time.Duration) {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentbudgets,verbs=get;list;watch
 
@@ -274,13 +274,18 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 	return ctrl.Result{RequeueAfter: s.requeue}, nil
 }
 
-// CacheOptions keep the manager's cache to agentrun's own Jobs and Pods.
+// CacheOptions keep the manager's cache to agentrun's own Jobs and Pods,
+// and of the Events only the Job controller's refusals to create a Job's
+// Pod (see podrejection.go): a cache of every Event of the cluster would be
+// large, and a list per Pod-less run on every poll was a request per run
+// to the API server (a backlog of 1,000 runs made 1,000).
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Label: sel},
-			&batchv1.Job{}: {Label: sel},
+			&corev1.Pod{}:   {Label: sel},
+			&batchv1.Job{}:  {Label: sel},
+			&corev1.Event{}: {Field: podRefusals},
 		},
 		// managedFields are often the larger part of an object, and the
 		// manager never reads them: a cache of many runs is smaller without.
@@ -314,11 +319,15 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if n <= 0 {
 		n = 4
 	}
+	if err := indexRefusals(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	budgets, budgetFlips := r.budgetChanges()
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.refusalToRun)).
 		Watches(&v1alpha1.AgentBudget{}, budgets, builder.WithPredicates(budgetFlips))
 	if r.Live != nil {
 		if err := mgr.Add(r.Live); err != nil {

@@ -4,14 +4,59 @@ import (
 	"context"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
-// rejectionPoll is how often a run whose Job has no Pod yet looks for the
-// Job's FailedCreate Events: a refused Pod changes nothing the manager
-// watches (the Job's status stays as it was), so it must look.
+// rejectionPoll is how often a run whose Job has no Pod yet reads the
+// Job's refusals again: a refused Pod changes nothing on the Job (its
+// status stays as it was), and the refusal's Event wakes the run only when
+// it is recorded or counted again; the poll is a read of the cache.
 const rejectionPoll = 10 * time.Second
+
+// podRefusals selects the Events the manager caches: the Job controller's
+// FailedCreate on a Job, which is how it reports a Pod the API server
+// refused. Only those: the cache holds no other Event of the cluster.
+var podRefusals = fields.SelectorFromSet(fields.Set{"involvedObject.kind": "Job", "reason": "FailedCreate"})
+
+// refusalJobUID is the index of the cached refusals by their Job's UID.
+const refusalJobUID = "involvedObject.uid"
+
+// indexRefusals indexes the cached refusals by their Job's UID.
+func indexRefusals(ctx context.Context, idx client.FieldIndexer) error {
+	return idx.IndexField(ctx, &corev1.Event{}, refusalJobUID, func(o client.Object) []string {
+		if e, ok := o.(*corev1.Event); ok && e.InvolvedObject.UID != "" {
+			return []string{string(e.InvolvedObject.UID)}
+		}
+		return nil
+	})
+}
+
+// refusalToRun wakes the run whose Job a refusal is about: the Job's
+// controller, read from the cache (anyone who may create Events can name
+// any Job; only a Job of an AgentRun, with the Event's UID, leads to one).
+func (r *AgentRunReconciler) refusalToRun(ctx context.Context, o client.Object) []reconcile.Request {
+	e, ok := o.(*corev1.Event)
+	if !ok || e.InvolvedObject.Name == "" {
+		return nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.InvolvedObject.Name}, job); err != nil || job.UID != e.InvolvedObject.UID {
+		return nil
+	}
+	for _, ref := range job.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "AgentRun" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: job.Namespace, Name: ref.Name}}}
+		}
+	}
+	return nil
+}
 
 // reconcileRejection finds out why a started Job has no Pod: the Job
 // controller records each refusal (Pod Security admission, a quota, a
@@ -23,19 +68,8 @@ func (r *AgentRunReconciler) reconcileRejection(ctx context.Context, s *scope) e
 		(job.Spec.Suspend != nil && *job.Spec.Suspend) || isTerminal(s.run.Status) {
 		return nil
 	}
-	if s.run.Status.JobName == "" {
-		// The Job was created a moment ago (this reconcile writes its
-		// name first): the Job controller has had no time to refuse a
-		// Pod, and the poll looks soon. A burst of runs would otherwise
-		// add one uncached list per run to the API server's load.
-		s.requeueAfter(rejectionPoll)
-		return nil
-	}
-	// Events are not cached (the manager would hold every Event of the
-	// cluster); this list runs only for runs without a Pod.
 	var list corev1.EventList
-	err := r.APIReader.List(ctx, &list, client.InNamespace(job.Namespace),
-		client.MatchingFields{"involvedObject.uid": string(job.UID), "reason": "FailedCreate"})
+	err := r.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingFields{refusalJobUID: string(job.UID)})
 	if err != nil {
 		return err
 	}

@@ -150,8 +150,8 @@ func TestManagerOptions(t *testing.T) {
 			if !slices.Equal(got, []string{"team-a", "team-b"}) {
 				t.Errorf("cache namespaces %v", got)
 			}
-			if len(o.Cache.ByObject) != 2 {
-				t.Errorf("the cache lost its label selectors for Jobs and Pods: %v", o.Cache.ByObject)
+			if len(o.Cache.ByObject) != 3 {
+				t.Errorf("the cache lost its selectors for Jobs, Pods and the Pod refusals' Events: %v", o.Cache.ByObject)
 			}
 		}},
 		{"leader election lease", config{leaderElect: true, leaderElectionID: "team-a-manager.agentrun.dev"}, "", func(t *testing.T, c config) {
