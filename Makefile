@@ -14,6 +14,7 @@ all: build
 build: kubectl-agentrun
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/agentrun ./cmd/agentrun
 	$(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
+	$(GO) build -o $(BIN)/agentrun-validate ./cmd/agentrun-validate
 	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
 
 ## kubectl-agentrun: the kubectl plugin (`kubectl agentrun` once bin/kubectl-agentrun is on PATH).

@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,10 @@ import (
 // TestAgentrunFlagsAreDocumented: every flag of every verb of agentrun.
 func TestAgentrunFlagsAreDocumented(t *testing.T) {
 	bin := buildTool(t, "./cmd/agentrun", "agentrun")
+	// agentrun validate is agentrun-validate, beside agentrun.
+	if err := os.Rename(buildTool(t, "./cmd/agentrun-validate", "agentrun-validate"), filepath.Join(filepath.Dir(bin), "agentrun-validate")); err != nil {
+		t.Fatal(err)
+	}
 	verbs := verbsOf(t, usage(t, bin), "agentrun")
 	for _, verb := range verbs {
 		checkFlags(t, "agentrun", verb, goFlags(usage(t, bin, verb, "-h")))

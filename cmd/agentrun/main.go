@@ -9,10 +9,7 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 
 	_ "github.com/agentrun-dev/agentrun/adapters/all"
@@ -79,29 +76,4 @@ func dispatch(args []string, stdin, stdout, stderr *os.File) int {
 	}
 	fmt.Fprintf(stderr, "agentrun: unknown verb %q\n\n%s", args[0], usage)
 	return 2
-}
-
-// parseVerb parses the flags of a verb. -h and --help print its usage
-// (synopsis, then the flags) on stdout and end the command with 0; a bad
-// flag says what is wrong on stderr and ends it with 2.
-func parseVerb(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, done bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		printUsage(fs, synopsis, stdout)
-		return 0, true
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\nusage: %s\nRun \"%s -h\" for its flags.\n", fs.Name(), err, synopsis, fs.Name())
-		return 2, true
-	}
-	return 0, false
-}
-
-// printUsage writes a verb's usage: its synopsis and its flags.
-func printUsage(fs *flag.FlagSet, synopsis string, w io.Writer) {
-	fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
 }

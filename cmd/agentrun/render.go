@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events/format"
 	"github.com/agentrun-dev/agentrun/events/format/rich"
 	"github.com/agentrun-dev/agentrun/events/format/text"
+	"github.com/agentrun-dev/agentrun/internal/verb"
 	"github.com/agentrun-dev/agentrun/runner"
 )
 
@@ -67,7 +68,7 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs.StringVar(&o.Model, "model", "", "the model the run used, for start.model")
 	fs.IntVar(&o.ExitCode, "exit-code", 0, "the runtime's exit code, for the end status")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export the replayed run as an OpenTelemetry trace and metrics to this OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
-	if code, done := parseVerb(fs, args, translateSynopsis, stdout, stderr); done {
+	if code, done := verb.Parse(fs, args, translateSynopsis, stdout, stderr); done {
 		return code
 	}
 	if o.Runtime == "" || fs.NArg() > 0 {
@@ -100,7 +101,7 @@ func translateCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 func renderCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun render", flag.ContinueOnError)
 	formatName := fs.String("format", "text", "text or rich")
-	if code, done := parseVerb(fs, args, renderSynopsis, stdout, stderr); done {
+	if code, done := verb.Parse(fs, args, renderSynopsis, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() > 0 {

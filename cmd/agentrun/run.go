@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/aggregator"
 	"github.com/agentrun-dev/agentrun/events/format"
+	"github.com/agentrun-dev/agentrun/internal/verb"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/runner"
 )
@@ -46,7 +47,7 @@ func runCmd(args []string, stdin, stdout, stderr *os.File) int {
 
 	parseErr := fs.Parse(args)
 	if errors.Is(parseErr, flag.ErrHelp) {
-		printUsage(fs, runSynopsis, stdout)
+		verb.PrintUsage(fs, runSynopsis, stdout)
 		fmt.Fprint(stdout, runHelpTail)
 		return 0
 	}

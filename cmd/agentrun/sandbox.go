@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/agentrun-dev/agentrun/internal/phases"
+	"github.com/agentrun-dev/agentrun/internal/verb"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/runner"
 	"github.com/agentrun-dev/agentrun/sandbox"
@@ -26,7 +27,7 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	fs.Var((*podcontract.List)(&c.PassEnv), "pass-env", "pass this variable of agentrun's environment, NAME or PREFIX* (repeatable)")
 	fs.StringVar(&c.Cwd, "cwd", "", "the workspace, the one writable directory (default: the current one)")
 	fs.StringVar(&eventsPath, "events", "", "write the schema-1 network events here (default: stderr)")
-	if code, done := parseVerb(fs, args, "agentrun sandbox [flags] -- COMMAND [ARGS...]", stdout, stderr); done {
+	if code, done := verb.Parse(fs, args, "agentrun sandbox [flags] -- COMMAND [ARGS...]", stdout, stderr); done {
 		return code
 	}
 	c.Argv = fs.Args()

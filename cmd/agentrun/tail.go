@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/internal/verb"
 	"github.com/agentrun-dev/agentrun/podcontract"
 	"github.com/agentrun-dev/agentrun/sidecar/patchlog"
 	"github.com/agentrun-dev/agentrun/sidecar/progress"
@@ -31,7 +32,7 @@ func tailCmd(args []string, stdout, stderr *os.File) int {
 	fs := flag.NewFlagSet("agentrun tail", flag.ContinueOnError)
 	var f podcontract.TailFlags
 	f.Register(fs)
-	if code, done := parseVerb(fs, args, tailSynopsis, stdout, stderr); done {
+	if code, done := verb.Parse(fs, args, tailSynopsis, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() != 1 {

@@ -1,41 +1,57 @@
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"io"
-
-	"github.com/agentrun-dev/agentrun/events/contract"
+	"os"
+	"os/exec"
+	"path/filepath"
 )
 
-const validateSynopsis = "agentrun validate [--schema-only] < events.jsonl"
+// validateBinary serves `agentrun validate` (cmd/agentrun-validate): the
+// JSON Schema library it links would slow every start of agentrun.
+const validateBinary = "agentrun-validate"
 
-// validateCmd checks a schema-1 stream on stdin: every line against the JSON
-// Schema (docs/events.schema.json) and, unless --schema-only, the field
-// order and the rules between events of docs/events.md. Each problem is one
-// line on stdout, "line N: ..."; the exit code is 0 for a valid stream, 1
-// for an invalid one, 2 for a usage error.
-func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agentrun validate", flag.ContinueOnError)
-	schemaOnly := fs.Bool("schema-only", false, "check each line against the JSON Schema only, not the field order or the rules between events")
-	if code, done := parseVerb(fs, args, validateSynopsis, stdout, stderr); done {
-		return code
+// findValidator is validateBinary beside the agentrun binary at self, else
+// on PATH (go run, or a go install into a directory on PATH).
+func findValidator(self string) (string, error) {
+	p := filepath.Join(filepath.Dir(self), validateBinary)
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return p, nil
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentrun validate: unexpected argument %q; the stream comes on stdin\nusage: %s\n", fs.Arg(0), validateSynopsis)
+	if p, err := exec.LookPath(validateBinary); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s is neither beside agentrun (%s) nor on PATH: make build puts both in bin/ "+
+		"(or go build -o %s ./cmd/agentrun-validate)", validateBinary, filepath.Dir(self), p)
+}
+
+// validateCmd runs validateBinary with the verb's arguments and streams and
+// ends with its exit code: 0 for a valid stream, 1 for an invalid one, 2
+// for a usage error (and when the validator is not installed).
+func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "agentrun validate: %v\n", err)
 		return 2
 	}
-	problems, err := contract.CheckReader(stdin, contract.Options{SchemaOnly: *schemaOnly})
-	for _, p := range problems {
-		fmt.Fprintln(stdout, p.Error())
-	}
+	bin, err := findValidator(self)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentrun validate: reading the stream: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "agentrun validate: %v\n", err)
+		return 2
 	}
-	if len(problems) > 0 {
-		fmt.Fprintf(stderr, "agentrun validate: %d problem(s): not a valid schema-1 stream\n", len(problems))
-		return 1
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit) && exit.ExitCode() >= 0:
+		return exit.ExitCode()
+	default:
+		fmt.Fprintf(stderr, "agentrun validate: %s: %v\n", bin, err)
+		return 2
 	}
-	return 0
 }

@@ -1,97 +1,101 @@
 package main
 
 import (
-	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentrun-dev/agentrun/events/format"
-	"github.com/agentrun-dev/agentrun/runner"
 )
 
-// translated is the stream `agentrun translate` gives for a real capture of
-// an adapter's testdata/real.
-func translated(t *testing.T, runtime, capture string) string {
-	t.Helper()
-	dir := map[string]string{"claude-code": "claudecode", "codex": "codex", "pi": "pi"}[runtime]
-	raw, err := os.ReadFile(filepath.Join("..", "..", "adapters", dir, "testdata", "real", capture+".jsonl"))
+// validator is agentrun-validate, built once for the tests and found on
+// PATH by the in-process verbs (the test binary has none beside it).
+var validator string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentrun-validate-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	validator = filepath.Join(dir, validateBinary)
+	if out, err := exec.Command("go", "build", "-o", validator, "../agentrun-validate").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ../agentrun-validate: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestValidateRunsTheValidator: `agentrun validate` is agentrun-validate,
+// found beside agentrun, with its streams and exit codes; without it, the
+// verb says what to install and ends with 2.
+func TestValidateRunsTheValidator(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "agentrun"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if err := os.Symlink(validator, filepath.Join(dir, validateBinary)); err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join("..", "..", "events", "format", "text", "testdata", "seed-example.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if _, err := runner.Translate(runner.TranslateOptions{Runtime: runtime, Model: "gpt-5.5"}, bytes.NewReader(raw), format.NewJSONL(&out), &bytes.Buffer{}); err != nil {
-		t.Fatal(err)
+	run := func(stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(filepath.Join(dir, "agentrun"), append([]string{"validate"}, args...)...)
+		cmd.Env = []string{"PATH=" + t.TempDir()}
+		cmd.Stdin = strings.NewReader(stdin)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if _, exited := err.(*exec.ExitError); err != nil && !exited {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 	}
-	return out.String()
-}
-
-func golden(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "events", "format", "text", "testdata", name+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func TestValidate(t *testing.T) {
-	example := golden(t, "seed-example")
-	lines := strings.SplitAfter(example, "\n")
-	subagent := translated(t, "claude-code", "subagent")
 	tests := []struct {
-		name   string
-		args   []string
-		stdin  string
-		code   int
-		stdout []string // one substring per output line
+		name, stdin string
+		args        []string
+		code        int
+		stdout      string
 	}{
-		{name: "documented example", stdin: example, code: 0},
-		{name: "real claude-code capture with a subagent", stdin: subagent, code: 0},
-		{name: "real codex capture", stdin: translated(t, "codex", "parallel"), code: 0},
-		{name: "real pi capture", stdin: translated(t, "pi", "tool"), code: 0},
-		{name: "rejected run", stdin: golden(t, "rejected"), code: 0},
-		{name: "cut before end", stdin: strings.Join(lines[:5], ""), code: 1,
-			stdout: []string{"line 3: subagent toolu_01 has no subagent_end before end", "line 5: the last event is tool, not end"}},
-		{name: "bad field", stdin: example + strings.Replace(lines[len(lines)-2], `"status":"finished"`, `"status":"ok"`, 1), code: 1,
-			stdout: []string{"line 11: end is not the last event (line 12 follows it)", "line 12: end /status: value must be one of"}},
-		{name: "renderer-only golden", stdin: golden(t, "tools"), code: 1, stdout: []string{"line 9: tool t4 without its tool_start"}},
-		{name: "schema only skips the stream rules", args: []string{"--schema-only"}, stdin: golden(t, "tools"), code: 0},
-		{name: "schema only still checks each line", args: []string{"--schema-only"}, stdin: strings.Replace(example, `"schema":1`, `"schema":2`, 1), code: 1,
-			stdout: []string{"line 1: start /schema: value must be 1"}},
-		{name: "not JSON", stdin: lines[0] + "hello\n" + lines[len(lines)-2], code: 1, stdout: []string{"line 2: not a JSON object"}},
-		{name: "empty", stdin: "", code: 1, stdout: []string{"stream: empty"}},
-		{name: "an argument", args: []string{"events.jsonl"}, code: 2},
-		{name: "unknown flag", args: []string{"--strict"}, code: 2},
-		{name: "help", args: []string{"-h"}, code: 0,
-			stdout: []string{"Usage: agentrun validate [--schema-only] < events.jsonl", "", "Flags:", "  -schema-only", "check each line against the JSON Schema only"}},
+		{name: "valid", stdin: string(example), code: 0},
+		{name: "invalid", stdin: strings.Replace(string(example), `"schema":1`, `"schema":2`, 1), code: 1, stdout: "line 1: start /schema: value must be 1"},
+		{name: "help", args: []string{"-h"}, code: 0, stdout: "Usage: agentrun validate [--schema-only] < events.jsonl"},
+		{name: "usage error", args: []string{"--strict"}, code: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := validateCmd(tt.args, strings.NewReader(tt.stdin), &stdout, &stderr)
-			if code != tt.code {
-				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout.String(), stderr.String())
-			}
-			got := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
-			if stdout.Len() == 0 {
-				got = nil
-			}
-			if len(got) != len(tt.stdout) {
-				t.Fatalf("stdout has %d lines, want %d:\n%s", len(got), len(tt.stdout), stdout.String())
-			}
-			for i := range got {
-				if !strings.Contains(got[i], tt.stdout[i]) {
-					t.Errorf("line %d = %q, want %q in it", i+1, got[i], tt.stdout[i])
-				}
+			stdout, stderr, code := run(tt.stdin, tt.args...)
+			if code != tt.code || !strings.Contains(stdout, tt.stdout) {
+				t.Errorf("exit %d, stdout %q (stderr %q); want exit %d and %q", code, stdout, stderr, tt.code, tt.stdout)
 			}
 		})
 	}
+	if err := os.Remove(filepath.Join(dir, validateBinary)); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := run(string(example))
+	if code != 2 || !strings.Contains(stderr, "agentrun-validate is neither beside agentrun") || !strings.Contains(stderr, "make build") {
+		t.Errorf("without the validator: exit %d, stderr %q", code, stderr)
+	}
 }
 
-func TestValidateVerb(t *testing.T) {
-	if !strings.Contains(usage, "agentrun validate [--schema-only] < events.jsonl") {
-		t.Error("the usage text does not list validate")
+// TestAgentrunDoesNotLinkTheSchemaLibrary: the JSON Schema library's
+// package initialisation compiles five drafts' meta-schemas on every start
+// of a binary that links it; agentrun starts every agent and must not.
+func TestAgentrunDoesNotLinkTheSchemaLibrary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/santhosh-tekuri/jsonschema") || pkg == "github.com/agentrun-dev/agentrun/events/schema" {
+			t.Errorf("agentrun links %s; `agentrun validate` is agentrun-validate's", pkg)
+		}
 	}
 }
