@@ -134,6 +134,11 @@ func TestPhasesFileInADirectoryOthersCanWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Open to every writer, as its planter would leave it (Mkfifo's
+		// mode passes through the umask).
+		if err := os.Chmod(fifo, 0o666); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range []string{link, fifo} {
 			out, code := w.runWithPhases(t, p, "true")
 			if code != 0 || !strings.Contains(out, "AGENTRUN_PHASES") {
