@@ -160,15 +160,29 @@ func (i *isolation) prepareWorkspace(ws *sandbox.Workspace, warn func(string)) (
 		left, unchecked, complete := sandbox.LeftRepositories(ws, i.git)
 		for _, rel := range left {
 			warn(fmt.Sprintf("the agent left a git repository at %s: git run there or below reads its config, which can run commands (core.fsmonitor, hooks); "+
-				"review or remove it before you run git there (git config --global safe.bareRepository explicit makes git ignore bare ones)", filepath.Join(ws.Path, rel)))
+				"review or remove it before you run git there (git config --global safe.bareRepository explicit makes git ignore bare ones)", agentNamed(filepath.Join(ws.Path, rel))))
 		}
 		for _, rel := range unchecked {
-			warn(fmt.Sprintf("the agent left %s unreadable, so it could not be checked for git repositories: review it before you run git there or below", filepath.Join(ws.Path, rel)))
+			warn(fmt.Sprintf("the agent left %s unreadable, so it could not be checked for git repositories: review it before you run git there or below", agentNamed(filepath.Join(ws.Path, rel))))
 		}
 		if !complete {
 			warn(fmt.Sprintf("the check for git repositories the agent left stopped after %d directories", sandbox.MaxGitSearchDirs))
 		}
 	}, nil
+}
+
+// agentNamed is a path whose names the agent chose, as a warning shows it:
+// quoted (Go syntax) when it holds a character that is not graphic, so
+// that a name with a newline can neither cut the warning short, and so
+// show another path than the one to review, nor add a line of its own
+// that passes for agentrun's.
+func agentNamed(p string) string {
+	for _, r := range p {
+		if !strconv.IsGraphic(r) || r == '"' {
+			return strconv.Quote(p)
+		}
+	}
+	return p
 }
 
 // sandboxed reports whether the agent runs in bubblewrap.

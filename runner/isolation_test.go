@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,6 +211,49 @@ func TestGitPlaceholder(t *testing.T) {
 	iso, _ = newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
 	if _, err := iso.prepareWorkspace(openWS(t, ws), func(string) {}); err != nil || len(iso.git.Paths) != 0 {
 		t.Errorf("a workspace the caller cannot write: %v, paths %v", err, iso.git.Paths)
+	}
+}
+
+// TestLeftRepositoryWarningsNameTheRealPath: the agent names the
+// directories it leaves, newlines included. A repository left under such a
+// name is warned of in one line that names it exactly (quoted), not cut
+// at the newline into a warning about another directory followed by a
+// line of the agent's own.
+func TestLeftRepositoryWarningsNameTheRealPath(t *testing.T) {
+	ws := t.TempDir()
+	iso, err := newIsolation(podcontract.SandboxFlags{Sandbox: "bubblewrap"}, openWS(t, ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	undo, err := iso.prepareWorkspace(openWS(t, ws), func(w string) { warnings = append(warnings, w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's: an innocent directory, and the repository under a name
+	// that starts like it.
+	name := "docs\n[agentrun] the run ended: nothing to review"
+	if err := os.MkdirAll(filepath.Join(ws, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(ws, name, ".git")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	undo()
+	if len(warnings) != 1 {
+		t.Fatalf("warnings %q, want one", warnings)
+	}
+	w := warnings[0]
+	if strings.ContainsAny(w, "\n\r") {
+		t.Errorf("the warning spans lines: %q", w)
+	}
+	quoted := strconv.Quote(left)
+	if !strings.Contains(w, "left a git repository at "+quoted+":") {
+		t.Errorf("the warning does not name %s exactly: %q", quoted, w)
+	}
+	if got := agentNamed(filepath.Join(ws, "docs")); got != filepath.Join(ws, "docs") {
+		t.Errorf("a plain path is shown as it is: %q", got)
 	}
 }
 

@@ -95,7 +95,7 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	// The processes' ids are read while the namespaces are made for an
 	// id that the files leave free (reading /proc takes as long as
 	// starting a holder); an id a process turns out to use, which almost
-	// never happens, is drawn again with them.
+	// never happens, is drawn again with them (agentHostID).
 	phases.Mark("drop-host-uid")
 	procs := make(chan map[int]bool, 1)
 	go func() {
@@ -105,26 +105,20 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 	}()
 	filesOnly := hostFiles
 	filesOnly.proc = ""
-	inUse := hostIDsInUse(filesOnly)
 	var wsNS *os.File
-	for {
-		if d.hostUID, err = pickHostID(randomHostID, inUse); err != nil {
-			return d, err
-		}
-		phases.Mark("drop-userns")
-		if d.userns, wsNS, err = newNamespaces(holder, cfg.Dir, d.hostUID); err != nil {
-			return d, err
-		}
-		running := <-procs
-		if !running[d.hostUID] {
-			break
-		}
-		d.userns.Close()
-		wsNS.Close()
-		d.userns = nil
-		procs <- running
-		files := inUse
-		inUse = func(id int) bool { return files(id) || running[id] }
+	d.hostUID, err = agentHostID(randomHostID, hostIDsInUse(filesOnly), func() map[int]bool { return <-procs },
+		func(id int) (err error) {
+			phases.Mark("drop-userns")
+			d.userns, wsNS, err = newNamespaces(holder, cfg.Dir, id)
+			return err
+		},
+		func() {
+			d.userns.Close()
+			wsNS.Close()
+			d.userns, wsNS = nil, nil
+		})
+	if err != nil {
+		return d, err
 	}
 	defer wsNS.Close()
 	if d.hostDir, err = os.MkdirTemp("", "agentrun-host-"); err != nil {
@@ -246,6 +240,38 @@ func pickHostID(draw func() int, inUse func(int) bool) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("found no unused uid for the agent in %d draws between %d and %d", hostIDPicks, hostIDBase, hostIDBase+hostIDSpan)
+}
+
+// agentHostID chooses the agent's host id: it draws one that the files
+// leave free (pickHostID with filesInUse), has build make the namespaces
+// for it, and only then looks at the ids of the running processes
+// (running, called once: they are read meanwhile). In the rare case a
+// process uses the id, undo drops what build made and an id is drawn
+// again, from those that neither the files nor the processes use, so a
+// second build is the last. The id returned is the one build last made
+// the namespaces for.
+func agentHostID(draw func() int, filesInUse func(int) bool, running func() map[int]bool, build func(id int) error, undo func()) (int, error) {
+	inUse := filesInUse
+	var procs map[int]bool
+	for {
+		id, err := pickHostID(draw, inUse)
+		if err != nil {
+			return 0, err
+		}
+		if err := build(id); err != nil {
+			return 0, err
+		}
+		if procs == nil {
+			if procs = running(); procs == nil {
+				procs = map[int]bool{}
+			}
+		}
+		if !procs[id] {
+			return id, nil
+		}
+		undo()
+		inUse = func(id int) bool { return filesInUse(id) || procs[id] }
+	}
 }
 
 // hostSources are where the host's ids are read.

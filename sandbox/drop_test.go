@@ -192,3 +192,98 @@ func TestPickHostIDAvoidsUsedIDs(t *testing.T) {
 		t.Errorf("pickHostID on this host = %d, %v", id, err)
 	}
 }
+
+// TestAgentHostIDDrawsAgainForARunningProcess: the agent's host id is drawn
+// from those the files leave free; the namespaces are made for it before
+// the running processes' ids are known, and when a process turns out to
+// use it, what was made is undone and an id is drawn that neither the
+// files nor the processes use. The id returned is always the one the last
+// namespaces were made for, each undo follows a build of its own, and the
+// processes are read once.
+func TestAgentHostIDDrawsAgainForARunningProcess(t *testing.T) {
+	const a, b, c, d = hostIDBase + 1, hostIDBase + 2, hostIDBase + 3, hostIDBase + 4
+	tests := []struct {
+		name      string
+		draws     []int
+		files     []int
+		running   []int
+		buildErr  map[int]error
+		want      int
+		wantErr   string
+		wantBuilt []int // the ids namespaces were made for, in order
+		wantUndos int
+	}{
+		{name: "the first draw is free", draws: []int{a}, want: a, wantBuilt: []int{a}},
+		{name: "an id a file uses is passed over before anything is made", draws: []int{a, b}, files: []int{a}, want: b, wantBuilt: []int{b}},
+		{name: "an id a process uses is undone and drawn again", draws: []int{a, b}, running: []int{a}, want: b, wantBuilt: []int{a, b}, wantUndos: 1},
+		{name: "the redraw passes over the processes' and the files' ids without making anything for them",
+			draws: []int{a, a, b, c, d}, files: []int{c}, running: []int{a, b}, want: d, wantBuilt: []int{a, d}, wantUndos: 1},
+		{name: "a process's id drawn after the files' ones", draws: []int{c, a, b}, files: []int{c}, running: []int{a}, want: b, wantBuilt: []int{a, b}, wantUndos: 1},
+		{name: "a failed build ends it, undoing nothing it did not make", draws: []int{a}, buildErr: map[int]error{a: fmt.Errorf("no user namespaces")},
+			wantErr: "no user namespaces", wantBuilt: []int{a}},
+		{name: "a failed build after a redraw ends it", draws: []int{a, b}, running: []int{a}, buildErr: map[int]error{b: fmt.Errorf("boom")},
+			wantErr: "boom", wantBuilt: []int{a, b}, wantUndos: 1},
+		{name: "no free id among the draws", draws: []int{a}, files: []int{a}, wantErr: "found no unused uid"},
+		{name: "no free id left after a process took the only one drawn", draws: []int{a}, running: []int{a}, wantErr: "found no unused uid",
+			wantBuilt: []int{a}, wantUndos: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := 0
+			draw := func() int {
+				id := tt.draws[i%len(tt.draws)]
+				i++
+				return id
+			}
+			set := func(ids []int) map[int]bool {
+				m := map[int]bool{}
+				for _, id := range ids {
+					m[id] = true
+				}
+				return m
+			}
+			files, procs := set(tt.files), set(tt.running)
+			reads := 0
+			running := func() map[int]bool { reads++; return procs }
+			var built []int
+			live := 0 // namespaces made and not undone
+			undos := 0
+			build := func(id int) error {
+				built = append(built, id)
+				if err := tt.buildErr[id]; err != nil {
+					return err
+				}
+				live++
+				return nil
+			}
+			undo := func() {
+				if live != 1 {
+					t.Errorf("undo with %d namespaces made", live)
+				}
+				live--
+				undos++
+			}
+			got, err := agentHostID(draw, func(id int) bool { return files[id] }, running, build, undo)
+			switch {
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("err %v, want %q", err, tt.wantErr)
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("err %v", err)
+			case tt.wantErr == "" && got != tt.want:
+				t.Errorf("id %d, want %d", got, tt.want)
+			}
+			if fmt.Sprint(built) != fmt.Sprint(tt.wantBuilt) || undos != tt.wantUndos {
+				t.Errorf("built %v and undid %d, want %v and %d", built, undos, tt.wantBuilt, tt.wantUndos)
+			}
+			if err == nil && (live != 1 || built[len(built)-1] != got) {
+				t.Errorf("the id %d is not the one the live namespaces were made for (%v, %d live)", got, built, live)
+			}
+			if err != nil && live != 0 {
+				t.Errorf("%d namespaces left made after the error", live)
+			}
+			if reads > 1 {
+				t.Errorf("the processes were read %d times", reads)
+			}
+		})
+	}
+}

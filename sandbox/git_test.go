@@ -503,3 +503,85 @@ func TestProtectGitIncludeBomb(t *testing.T) {
 		t.Errorf("ProtectGit = %+v, %v", got, err)
 	}
 }
+
+// TestProtectGitChecksEveryLinkOfAGitDirectory: each name of gitLinked
+// that is a link into the workspace (outside what is read-only) is
+// refused, whichever git directory it is in: the workspace's .git, or one
+// outside the workspace that its .git file names (listed without the
+// workspace's guard); so is a link among the entries of info. A hook that
+// links to a script of the workspace makes that script read-only, from a
+// git directory outside as from the workspace's own.
+func TestProtectGitChecksEveryLinkOfAGitDirectory(t *testing.T) {
+	setup := func(t *testing.T, outside bool) (ws, gitDir string) {
+		base := t.TempDir()
+		ws = filepath.Join(base, "ws")
+		git(t, base, "init", "-q", ws)
+		gitDir = filepath.Join(ws, ".git")
+		if outside {
+			moved := filepath.Join(base, "gitdir")
+			if err := os.Rename(gitDir, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gitDir, []byte("gitdir: "+moved+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gitDir = moved
+		}
+		for _, d := range []string{"agent/dir", "scripts"} {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []string{"agent/file", "scripts/pre-commit"} {
+			if err := os.WriteFile(filepath.Join(ws, f), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ws, gitDir
+	}
+	plant := func(t *testing.T, link, target string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.RemoveAll(link)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, outside := range []bool{false, true} {
+		where := "the workspace's .git"
+		if outside {
+			where = "a git directory outside the workspace"
+		}
+		t.Run(where, func(t *testing.T) {
+			names := append(slices.Clone(gitLinked), "info/exclude", "info/attributes")
+			for _, name := range names {
+				for _, target := range []string{"agent/file", "agent/dir", "agent/not-yet"} {
+					t.Run(name+" to "+target, func(t *testing.T) {
+						ws, gitDir := setup(t, outside)
+						plant(t, filepath.Join(gitDir, name), filepath.Join(ws, target))
+						if _, err := ProtectGit(openWS(t, ws)); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+							t.Errorf("%s a link to %s: err %v", name, target, err)
+						}
+					})
+				}
+			}
+			t.Run("a hook to a script of the workspace", func(t *testing.T) {
+				ws, gitDir := setup(t, outside)
+				plant(t, filepath.Join(gitDir, "hooks", "pre-commit"), filepath.Join(ws, "scripts", "pre-commit"))
+				got, err := ProtectGit(openWS(t, ws))
+				if err != nil || !slices.Contains(got.Paths, "scripts/pre-commit") {
+					t.Errorf("the hook's script is not read-only: %v %v", got.Paths, err)
+				}
+			})
+			t.Run("links elsewhere, and no links", func(t *testing.T) {
+				ws, gitDir := setup(t, outside)
+				plant(t, filepath.Join(gitDir, "info", "exclude"), "/dev/null")
+				if _, err := ProtectGit(openWS(t, ws)); err != nil {
+					t.Errorf("a link outside the workspace: %v", err)
+				}
+			})
+		})
+	}
+}

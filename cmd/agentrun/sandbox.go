@@ -45,8 +45,14 @@ func sandboxCmd(args []string, stdin io.Reader, stdout, stderr *os.File) int {
 	defer cancel()
 	code := runner.RunSandbox(ctx, c, stdin, stdout, stderr, netEvents)
 	if p := phases.Path(); p != "" {
-		// Opened as --events is: the agent may have planted a link there.
-		if f, err := runner.FilesFor(c.Cwd).Append(p, 0o644); err != nil {
+		// Opened as --events is (the agent may have planted a link in the
+		// workspace), and through no link in a directory another user can
+		// change either: a benchmark's file often lies in /tmp or /var/tmp,
+		// where anyone may plant a link to a file of the caller's, or a
+		// FIFO that would hold this open forever.
+		files := runner.FilesFor(c.Cwd)
+		files.OthersUntrusted = true
+		if f, err := files.Append(p, 0o644); err != nil {
 			fmt.Fprintf(stderr, "agentrun sandbox: %s: %v\n", phases.EnvVar, err)
 		} else {
 			_ = phases.WriteTo(f)

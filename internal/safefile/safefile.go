@@ -53,6 +53,12 @@ var ErrLink = errors.New("a symbolic link inside a directory the agent can write
 // ErrNotRegular is returned for a path that is not a regular file.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrHardLink is returned for a file to be written at or below an
+// untrusted directory that has another name too: whoever can write there
+// may have linked a file of the caller's to that name (where the kernel's
+// fs.protected_hardlinks is off, any file of the caller's).
+var ErrHardLink = errors.New("a file with more than one name (a hard link) inside a directory the agent or another user can write")
+
 // ErrTooLarge is returned for a file larger than the reader's limit.
 var ErrTooLarge = errors.New("larger than the limit for this file")
 
@@ -299,6 +305,10 @@ func usable(fd int, inside, writing bool, path string) (*os.File, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG && (inside || !writing) {
 		unix.Close(fd)
 		return nil, pathErr("open", path, ErrNotRegular)
+	}
+	if writing && inside && st.Nlink > 1 {
+		unix.Close(fd)
+		return nil, pathErr("open", path, ErrHardLink)
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)

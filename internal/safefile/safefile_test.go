@@ -127,6 +127,44 @@ func TestAppendDoesNotWriteThroughLinks(t *testing.T) {
 	}
 }
 
+// TestWritesRefuseAHardLink: a file to be written in the workspace (or,
+// with OthersUntrusted, in a directory another user can write, such as
+// /tmp) that has another name may be a hard link a writer there made to
+// a file of the caller's (any file of the caller's where
+// fs.protected_hardlinks is off): Create would truncate it, Append add to
+// it. Both refuse it; the caller's own path outside is its own choice.
+func TestWritesRefuseAHardLink(t *testing.T) {
+	ws, secret := fixture(t)
+	planted := filepath.Join(ws, "events.jsonl")
+	must(t, os.Link(secret, planted))
+	g := Guard{Untrusted: []string{ws}}
+	open := map[string]func(string, os.FileMode) (*os.File, error){"Create": g.Create, "Append": g.Append}
+	for name, f := range open {
+		if out, err := f(planted, 0o600); !errors.Is(err, ErrHardLink) {
+			if err == nil {
+				out.Close()
+			}
+			t.Errorf("%s of a hard link in the workspace: %v, want ErrHardLink", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "PRIVATE KEY" {
+		t.Fatalf("the host file was changed: %q", b)
+	}
+	// Outside the untrusted directories a file with two names is the
+	// caller's own.
+	own := filepath.Join(filepath.Dir(secret), "own")
+	must(t, os.WriteFile(own, nil, 0o600))
+	must(t, os.Link(own, own+".2"))
+	for name, f := range open {
+		out, err := f(own, 0o600)
+		if err != nil {
+			t.Errorf("%s of the caller's own file with two names: %v", name, err)
+			continue
+		}
+		out.Close()
+	}
+}
+
 func TestWriteFileReplacesALinkInsteadOfFollowingIt(t *testing.T) {
 	ws, secret := fixture(t)
 	g := Guard{Untrusted: []string{ws}}

@@ -161,10 +161,12 @@ func BenchmarkSandboxStartup(b *testing.B) {
 		b.ReportMetric(median(bare), "true-ms")
 		b.ReportMetric(median(bw), "bwrap-true-ms")
 		for _, c := range cases {
-			// Where uid 65534 can write it too.
+			// The case's user's own (uid 65534's for "user"), and no one
+			// else's: in a directory others could write, another user of
+			// the machine could put a link or a FIFO at the file.
 			dir, err := os.MkdirTemp("/var/tmp", "agentrun-bench-phases-")
-			if err == nil {
-				err = os.Chmod(dir, 0o777)
+			if err == nil && c.as != nil {
+				err = os.Chown(dir, users[1].uid, users[1].uid)
 			}
 			if err != nil {
 				b.Fatal(err)
