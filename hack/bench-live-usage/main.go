@@ -74,7 +74,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 1000, "AgentRuns running at once")
 	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
-	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "the manager's --max-concurrent-reconciles (the chart's default)")
+	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 16, "the manager's --max-concurrent-reconciles (the chart's default)")
 	flag.IntVar(&o.qps, "kube-api-qps", 0, "the manager's --kube-api-qps (0: its default)")
 	flag.DurationVar(&o.minCall, "call-min", 5*time.Second, "shortest time between two model calls of one run")
 	flag.DurationVar(&o.maxCall, "call-max", 25*time.Second, "longest time between two model calls of one run")
