@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -168,6 +170,37 @@ func TestCacheStripsManagedFields(t *testing.T) {
 	}
 	if mf := out.(*v1alpha1.AgentRun).ManagedFields; len(mf) != 0 {
 		t.Errorf("managedFields %v kept", mf)
+	}
+}
+
+// The manager's cache keeps no Job's Pod template (most of a Job, never
+// read back) nor its managedFields, and keeps what the manager reads.
+func TestCacheStripsJobTemplates(t *testing.T) {
+	var tr func(any) (any, error)
+	for obj, opts := range CacheOptions().ByObject {
+		if _, ok := obj.(*batchv1.Job); ok {
+			tr = opts.Transform
+		}
+	}
+	if tr == nil {
+		t.Fatal("no Transform for Jobs")
+	}
+	suspend, deadline := true, int64(600)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{LabelManagedBy: ManagedBy},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "manager"}}},
+		Spec: batchv1.JobSpec{Suspend: &suspend, ActiveDeadlineSeconds: &deadline, Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Args: []string{"run", "--runtime", "claude-code"}}}}}},
+		Status: batchv1.JobStatus{Active: 1}}
+	out, err := tr(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*batchv1.Job)
+	if len(got.Spec.Template.Spec.Containers) != 0 || len(got.ManagedFields) != 0 {
+		t.Errorf("template %+v, managedFields %v kept", got.Spec.Template, got.ManagedFields)
+	}
+	if got.Name != "j" || got.Labels[LabelManagedBy] != ManagedBy || !*got.Spec.Suspend || *got.Spec.ActiveDeadlineSeconds != 600 || got.Status.Active != 1 {
+		t.Errorf("the transform lost what the manager reads: %+v", got)
 	}
 }
 
