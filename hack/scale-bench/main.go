@@ -66,6 +66,7 @@ type options struct {
 	manager                 string
 	concurrency, qps, burst int
 	check                   bool
+	managerLog              string
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 0, "the manager's --max-concurrent-reconciles (0: its default, the chart's)")
 	flag.IntVar(&o.qps, "kube-api-qps", 0, "the manager's --kube-api-qps (0: its default, the chart's)")
 	flag.IntVar(&o.burst, "kube-api-burst", 0, "the manager's --kube-api-burst (0: its default, the chart's)")
+	flag.StringVar(&o.managerLog, "manager-log", "", "append the manager's log (both phases) to this file, to see where its time goes")
 	flag.BoolVar(&o.check, "check", false, fmt.Sprintf("exit 1 when a figure misses its target: backlog at most %.1fx direct, live at most %.1fx, every status written within %s of the last Job", targetBacklog, targetLive, targetSettle))
 	flag.Parse()
 	failed, err := run(o)
@@ -541,6 +543,7 @@ func parallel(n, workers int, f func(int) error) error {
 type managerProc struct {
 	cmd     *exec.Cmd
 	metrics string
+	log     *os.File // -manager-log's, closed once the manager has exited
 }
 
 // counts are the manager's requests to the API server by method and code
@@ -644,11 +647,24 @@ func startManager(env *envtest.Environment, o options) (*managerProc, error) {
 		}
 	}
 	cmd := exec.Command(o.manager, args...)
-	cmd.Stderr = &tailWriter{}
+	tail := &tailWriter{}
+	cmd.Stderr = tail
+	m := &managerProc{cmd: cmd, metrics: "http://" + metricsAddr + "/metrics"}
+	if o.managerLog != "" {
+		f, err := os.OpenFile(o.managerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		m.log = f
+		cmd.Stderr = io.MultiWriter(tail, f)
+		cmd.Args = append(cmd.Args, "--zap-time-encoding=rfc3339nano")
+	}
 	if err := cmd.Start(); err != nil {
+		if m.log != nil {
+			m.log.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", o.manager, err)
 	}
-	m := &managerProc{cmd: cmd, metrics: "http://" + metricsAddr + "/metrics"}
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		resp, err := http.Get("http://" + probe + "/readyz")
 		if err == nil {
@@ -659,7 +675,7 @@ func startManager(env *envtest.Environment, o options) (*managerProc, error) {
 		}
 	}
 	m.stop()
-	return nil, fmt.Errorf("the manager was not ready within 30s: %s", cmd.Stderr.(*tailWriter).String())
+	return nil, fmt.Errorf("the manager was not ready within 30s: %s", tail.String())
 }
 
 func (m *managerProc) stop() {
@@ -671,6 +687,9 @@ func (m *managerProc) stop() {
 	case <-time.After(10 * time.Second):
 		_ = m.cmd.Process.Kill()
 		<-done
+	}
+	if m.log != nil {
+		m.log.Close()
 	}
 }
 
