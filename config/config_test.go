@@ -158,7 +158,10 @@ func TestManagerRBACIsLeast(t *testing.T) {
 		"batch/jobs":                       "create,delete,get,list,watch",
 		"/pods":                            "delete,get,list,patch,watch",
 		"/pods/log":                        "get",
-		"/events":                          "create,list,patch",
+		// Events: recorded (create, patch), and of the others only the Job
+		// controller's refusals of a run's Pod, cached by a field
+		// selector (list, watch: controllers/podrejection.go).
+		"/events": "create,list,patch,watch",
 		// A run's patch (spec.git): created once, read back by name.
 		"/configmaps": "create,get",
 	}
