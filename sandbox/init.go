@@ -2,9 +2,8 @@ package sandbox
 
 import (
 	"io"
-	"os"
-	"path/filepath"
 
+	"github.com/agentrun-dev/agentrun/internal/sibling"
 	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
 
@@ -20,8 +19,7 @@ const InitBinary = "agentrun-sandbox-init"
 // FindInit returns the first program for the sandbox: InitBinary beside
 // the agentrun binary at self when it is there, else self with InitVerb.
 func FindInit(self string) (path string, usesVerb bool) {
-	p := filepath.Join(filepath.Dir(self), InitBinary)
-	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+	if p, ok := sibling.Of(self, InitBinary); ok {
 		return p, false
 	}
 	return self, true

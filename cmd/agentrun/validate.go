@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/agentrun-dev/agentrun/internal/sibling"
 )
 
 // validateBinary serves `agentrun validate` (cmd/agentrun-validate): the
@@ -16,8 +18,8 @@ const validateBinary = "agentrun-validate"
 // findValidator is validateBinary beside the agentrun binary at self, else
 // on PATH (go run, or a go install into a directory on PATH).
 func findValidator(self string) (string, error) {
-	p := filepath.Join(filepath.Dir(self), validateBinary)
-	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+	p, beside := sibling.Of(self, validateBinary)
+	if beside {
 		return p, nil
 	}
 	if p, err := exec.LookPath(validateBinary); err == nil {
