@@ -11,9 +11,11 @@ LDFLAGS := -X github.com/agentrun-dev/agentrun/internal/version.Commit=$(COMMIT)
 
 all: build
 
+# agentrun and the sandbox's init are static (no cgo), as in the runner image:
+# no dynamic loader on every start of a sandbox.
 build: kubectl-agentrun
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/agentrun ./cmd/agentrun
-	$(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/agentrun ./cmd/agentrun
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentrun-sandbox-init ./cmd/agentrun-sandbox-init
 	$(GO) build -o $(BIN)/agentrun-validate ./cmd/agentrun-validate
 	$(GO) build -o $(BIN)/mockmodel ./cmd/mockmodel
 

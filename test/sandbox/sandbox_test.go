@@ -46,8 +46,15 @@ func TestMain(m *testing.M) {
 	// With the small init helper beside agentrun, as installed in the runner
 	// image (test/cli covers the fallback to agentrun's own hidden verb).
 	initBin := filepath.Join(dir, "agentrun-sandbox-init")
+	// agentrun and the init are built as the runner image builds them
+	// (runner-image/Dockerfile: static, no cgo), so the attacks and the
+	// start-up benchmark run what ships.
 	for out, pkg := range map[string]string{agentrun: "./cmd/agentrun", probe: "./test/sandbox/probe", initBin: "./cmd/agentrun-sandbox-init"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
+		if pkg != "./test/sandbox/probe" {
+			build = exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
 		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build:", err)
