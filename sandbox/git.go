@@ -754,9 +754,9 @@ func (g *gitSearch) gitlinks() error {
 		g.configRepos = append(g.configRepos, r)
 		idx, err := g.readIndex(r)
 		if err != nil {
-			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %s could not be read (%v): a submodule it lists may not be protected from the agent", r.worktree, err))
+			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %q could not be read (%q): a submodule it lists may not be protected from the agent", r.worktree, err))
 		} else if idx.incomplete != "" {
-			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %s lists only some submodules: %s, which agentrun does not read; a submodule it does not list is not protected from the agent", r.worktree, idx.incomplete))
+			g.notes = append(g.notes, fmt.Sprintf("the index of the repository at %q lists only some submodules: %s, which agentrun does not read; a submodule it does not list is not protected from the agent", r.worktree, idx.incomplete))
 		}
 		for _, link := range idx.gitlinks {
 			if err := g.gitlink(r, link); err != nil {
@@ -892,7 +892,7 @@ func (g *gitSearch) add(p string) bool {
 	if len(g.paths)+len(g.chained)+len(ways)+1 > g.maxMounts {
 		if !g.full {
 			g.full = true
-			g.notes = append(g.notes, fmt.Sprintf("the working directory holds more repositories than agentrun makes read-only (%d mounts): %s and what comes after it are not read-only for the agent", g.maxMounts, p))
+			g.notes = append(g.notes, fmt.Sprintf("the working directory holds more repositories than agentrun makes read-only (%d mounts): %q and what comes after it are not read-only for the agent", g.maxMounts, p))
 		}
 		return false
 	}

@@ -585,3 +585,25 @@ func TestProtectGitChecksEveryLinkOfAGitDirectory(t *testing.T) {
 		})
 	}
 }
+
+// A note names what the agent may have named (a directory it created in an
+// earlier run): quoted, so that a newline or a terminal escape in the name
+// cannot forge a line of agentrun's own on the caller's terminal.
+func TestProtectGitNotesQuoteNames(t *testing.T) {
+	ws := t.TempDir()
+	git(t, ws, "init", "-q")
+	evil := "b\nagentrun sandbox: all clear\x1b[2K"
+	for _, d := range []string{"a", evil} {
+		if err := os.MkdirAll(filepath.Join(ws, d, ".git"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := openWS(t, ws)
+	got, err := findGit(dir, MaxGitSearchDirs, 3) // .git; a, a/.git
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Notes) != 1 || strings.ContainsAny(got.Notes[0], "\n\x1b") || !strings.Contains(got.Notes[0], `\nagentrun sandbox: all clear\x1b[2K`) {
+		t.Errorf("notes %q", got.Notes)
+	}
+}
