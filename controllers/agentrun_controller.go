@@ -16,6 +16,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -337,6 +338,9 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexRefusals(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := informWatchedKinds(mgr.GetCache()); err != nil {
+		return err
+	}
 	budgets, budgetFlips := r.budgetChanges()
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
@@ -353,6 +357,23 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: n}).
 		Named("agentrun").
 		Complete(r)
+}
+
+// informWatchedKinds makes the cache's informer for every kind the
+// controller watches before the manager starts, so that the cache lists
+// them all at once and the controller, when it starts, finds them synced.
+// Made by the watches, they would start only after the cache's own first
+// sync (of the Events, which the refusals' index made early), and
+// client-go looks at a sync every 100 ms: every start of the manager
+// waited up to 100 ms more before its first reconcile (hack/scale-bench,
+// the backlog: docs/benchmarks.md).
+func informWatchedKinds(c cache.Cache) error {
+	for _, o := range []client.Object{&v1alpha1.AgentRun{}, &batchv1.Job{}, &corev1.Pod{}, &v1alpha1.AgentBudget{}} {
+		if _, err := c.GetInformer(context.Background(), o); err != nil {
+			return fmt.Errorf("informer for %T: %w", o, err)
+		}
+	}
+	return nil
 }
 
 // notOwnWrite drops the watch event of this manager's own status write
