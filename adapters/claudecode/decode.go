@@ -29,11 +29,7 @@ var (
 // decodeLine decodes one stream-json line into l; an error means the line
 // is not JSON (and l is to be dropped).
 func decodeLine(d *wirejson.Decoder, line []byte, l *wireLine) error {
-	d.Reset(line)
-	if err := decodeWireLine(d, l); err != nil {
-		return err
-	}
-	return d.End()
+	return wirejson.Decode(d, line, l, decodeWireLine)
 }
 
 func decodeWireLine(d *wirejson.Decoder, l *wireLine) error {
