@@ -29,7 +29,11 @@ var (
 // decodeLine decodes one stream-json line into l; an error means the line
 // is not JSON (and l is to be dropped).
 func decodeLine(d *wirejson.Decoder, line []byte, l *wireLine) error {
-	return wirejson.Decode(d, line, l, decodeWireLine)
+	d.Reset(line)
+	if err := decodeWireLine(d, l); err != nil {
+		return err
+	}
+	return d.End()
 }
 
 func decodeWireLine(d *wirejson.Decoder, l *wireLine) error {

@@ -53,7 +53,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := wirejson.Decode(&a.dec, line, &l, decodeWireLine); err != nil {
+	if err := decodeLine(&a.dec, line, &l); err != nil {
 		// Only syntax errors make a line unusable: a field of an unexpected
 		// type is skipped, as encoding/json skips it, and the rest still
 		// counts.

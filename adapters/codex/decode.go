@@ -19,6 +19,17 @@ var (
 	usageFields  = wirejson.FieldsOf(reflect.TypeFor[wireUsage]())
 )
 
+// decodeLine decodes one line into l; an error means the line is not JSON
+// (and l is to be dropped). It calls decodeWireLine directly: through a
+// function value l would escape to the heap, an allocation for every line.
+func decodeLine(d *wirejson.Decoder, line []byte, l *wireLine) error {
+	d.Reset(line)
+	if err := decodeWireLine(d, l); err != nil {
+		return err
+	}
+	return d.End()
+}
+
 func decodeWireLine(d *wirejson.Decoder, l *wireLine) error {
 	return d.Object(lineFields, func(name string) error {
 		switch name {

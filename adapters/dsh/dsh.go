@@ -67,7 +67,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := wirejson.Decode(&a.dec, line, &l, decodeWireLine); err != nil {
+	if err := decodeLine(&a.dec, line, &l); err != nil {
 		// Only syntax errors make a line unusable: a field of an unexpected
 		// type is skipped, as encoding/json skips it, and the rest still
 		// counts.
@@ -285,7 +285,11 @@ func failure(r *wireReason) string {
 // reported it).
 func (a *Adapter) textOf(raw json.RawMessage) string {
 	var bs []wireBlock
-	if len(raw) == 0 || raw[0] != '[' || wirejson.Decode(&a.dec, raw, &bs, decodeBlocks) != nil || a.dec.Mismatch() {
+	if len(raw) == 0 || raw[0] != '[' {
+		return ""
+	}
+	a.dec.Reset(raw)
+	if decodeBlocks(&a.dec, &bs) != nil || a.dec.Mismatch() {
 		return ""
 	}
 	var parts []string

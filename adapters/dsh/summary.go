@@ -52,7 +52,8 @@ func toolArgsOf(raw string) toolArgs {
 	var in toolArgs
 	if strings.HasPrefix(strings.TrimSpace(raw), "{") {
 		var d wirejson.Decoder
-		if wirejson.Decode(&d, []byte(raw), &in, decodeToolArgs) != nil {
+		d.Reset([]byte(raw))
+		if decodeToolArgs(&d, &in) != nil || d.End() != nil {
 			return toolArgs{}
 		}
 	}

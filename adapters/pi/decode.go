@@ -22,6 +22,17 @@ var (
 	toolArgsFields   = wirejson.FieldsOf(reflect.TypeFor[toolArgs]())
 )
 
+// decodeLine decodes one line into l; an error means the line is not JSON
+// (and l is to be dropped). It calls decodeWireLine directly: through a
+// function value l would escape to the heap, an allocation for every line.
+func decodeLine(d *wirejson.Decoder, line []byte, l *wireLine) error {
+	d.Reset(line)
+	if err := decodeWireLine(d, l); err != nil {
+		return err
+	}
+	return d.End()
+}
+
 func decodeWireLine(d *wirejson.Decoder, l *wireLine) error {
 	return d.Object(lineFields, func(name string) error {
 		switch name {
@@ -48,6 +59,15 @@ func decodeWireLine(d *wirejson.Decoder, l *wireLine) error {
 		}
 		return d.Skip()
 	})
+}
+
+// decodeUpdate is decodeLine for a message_update line.
+func decodeUpdate(d *wirejson.Decoder, line []byte, u *updateLine) error {
+	d.Reset(line)
+	if err := decodeUpdateLine(d, u); err != nil {
+		return err
+	}
+	return d.End()
 }
 
 func decodeUpdateLine(d *wirejson.Decoder, l *updateLine) error {

@@ -62,13 +62,13 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		// An update with a field of an unexpected type is dropped (as
 		// when it was decoded with encoding/json, which reported it).
 		var u updateLine
-		if wirejson.Decode(&a.dec, line, &u, decodeUpdateLine) == nil && !a.dec.Mismatch() {
+		if decodeUpdate(&a.dec, line, &u) == nil && !a.dec.Mismatch() {
 			a.update(u.Event, emit)
 		}
 		return
 	}
 	var l wireLine
-	if err := wirejson.Decode(&a.dec, line, &l, decodeWireLine); err != nil {
+	if err := decodeLine(&a.dec, line, &l); err != nil {
 		// Only syntax errors make a line unusable: a field of an unexpected
 		// type is skipped, as encoding/json skips it, and the rest still
 		// counts.
@@ -196,7 +196,8 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 func (a *Adapter) textOf(raw json.RawMessage) string {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		_ = wirejson.Decode(&a.dec, raw, &s, (*wirejson.Decoder).String)
+		a.dec.Reset(raw)
+		_ = a.dec.String(&s)
 		return s
 	}
 	var parts []string
@@ -213,7 +214,8 @@ func (a *Adapter) blocks(raw json.RawMessage) []wireBlock {
 		return nil
 	}
 	var bs []wireBlock
-	_ = wirejson.Decode(&a.dec, raw, &bs, decodeBlocks)
+	a.dec.Reset(raw)
+	_ = decodeBlocks(&a.dec, &bs)
 	return bs
 }
 
@@ -221,7 +223,8 @@ func (a *Adapter) blocks(raw json.RawMessage) []wireBlock {
 func (a *Adapter) toolArgs(raw json.RawMessage) toolArgs {
 	var in toolArgs
 	if len(raw) > 0 && raw[0] == '{' {
-		_ = wirejson.Decode(&a.dec, raw, &in, decodeToolArgs)
+		a.dec.Reset(raw)
+		_ = decodeToolArgs(&a.dec, &in)
 	}
 	return in
 }

@@ -76,17 +76,6 @@ func (d *Decoder) skipNull(c byte) error {
 	return d.wrongKind()
 }
 
-// Decode reads data, which must be one JSON value and nothing else but
-// whitespace, into v with decode: what json.Unmarshal(data, v) is for a
-// hand-written decoder. An error means data is not JSON.
-func Decode[T any](d *Decoder, data []byte, v *T, decode func(*Decoder, *T) error) error {
-	d.Reset(data)
-	if err := decode(d, v); err != nil {
-		return err
-	}
-	return d.End()
-}
-
 // End checks that only whitespace is left after the value.
 func (d *Decoder) End() error {
 	d.ws()

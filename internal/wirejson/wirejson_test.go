@@ -129,7 +129,11 @@ func compare(t *testing.T, in []byte) {
 	}
 	var got all
 	var d Decoder
-	gotErr := Decode(&d, in, &got, decodeAll)
+	d.Reset(in)
+	gotErr := decodeAll(&d, &got)
+	if gotErr == nil {
+		gotErr = d.End()
+	}
 	if wantSyntax != (gotErr != nil) {
 		t.Fatalf("%q: syntax error: encoding/json %v, wirejson %v", in, err, gotErr)
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // Compare decodes in into a zero T twice, with json.Unmarshal and with
-// wirejson.Decode and decode, and fails t at the first difference: a
+// decode (from in's start, then only whitespace: an adapter's decodeLine),
+// and fails t at the first difference: a
 // syntax error or not, a type error or not (Decoder.Mismatch), the values
 // (reflect.DeepEqual). It returns encoding/json's value and whether in was
 // valid JSON, for comparing what is decoded later from its raw parts.
@@ -32,7 +33,11 @@ func Compare[T any](t testing.TB, in []byte, decode func(*wirejson.Decoder, *T) 
 	}
 	var d wirejson.Decoder
 	var got T
-	gotErr := wirejson.Decode(&d, in, &got, decode)
+	d.Reset(in)
+	gotErr := decode(&d, &got)
+	if gotErr == nil {
+		gotErr = d.End()
+	}
 	if wantSyntax != (gotErr != nil) {
 		t.Fatalf("%q: syntax error: encoding/json %v, wirejson %v", in, err, gotErr)
 	}
