@@ -11,7 +11,7 @@ package codex
 
 import (
 	"bytes"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -94,7 +94,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 
 // callID names the current turn: codex reports usage per turn, so a turn
 // stands for the model calls it made.
-func (a *Adapter) callID() string { return fmt.Sprintf("codex-turn-%d", a.turns) }
+func (a *Adapter) callID() string { return "codex-turn-" + strconv.Itoa(a.turns) }
 
 func (a *Adapter) itemCompleted(it *wireItem, emit adapters.Emit) {
 	if it == nil {

@@ -19,8 +19,8 @@ package dsh
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -119,7 +119,7 @@ func (a *Adapter) event(e *wireEvent, emit adapters.Emit) {
 		}
 	case "step/start":
 		a.flush(emit)
-		a.step = fmt.Sprintf("dsh-%d-%d", d.Turn, d.Step)
+		a.step = "dsh-" + strconv.Itoa(d.Turn) + "-" + strconv.Itoa(d.Step)
 		emit(records.CallStart{CallID: a.step})
 	case "assistant/chunk":
 		a.chunk(d.Chunk, emit)

@@ -12,7 +12,7 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
@@ -109,7 +109,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 	}
 }
 
-func (a *Adapter) callID() string { return fmt.Sprintf("pi-call-%d", a.calls) }
+func (a *Adapter) callID() string { return "pi-call-" + strconv.Itoa(a.calls) }
 
 // update keeps the text of the assistant message being streamed, and
 // hands each piece to the live view (records.PartialText).
