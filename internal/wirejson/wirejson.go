@@ -15,7 +15,7 @@
 // line (valid until the line's buffer is reused), not a copy.
 //
 // The decode functions of a struct are written by hand in its adapter
-// (for example adapters/claudecode/wire.go) with the helpers below; each
+// (adapters/<runtime>/decode.go) with the helpers below; each
 // adapter's differential tests hold them to encoding/json on real captures
 // and on fuzzed input. A type error is not an error: the adapters ignore
 // encoding/json's UnmarshalTypeError (the rest of the line still counts),
