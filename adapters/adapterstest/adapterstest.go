@@ -1,7 +1,8 @@
 // Package adapterstest holds what the adapters' tests share: replaying raw
 // output through an adapter and the aggregator as `agentrun translate`
-// does, reading the real captures of testdata/real, checking the stream
-// contract, and the body of every adapter's FuzzTranslate.
+// does, reading the real captures of testdata/real (whole, or every
+// runtime's lines), checking the stream contract, and the body of every
+// adapter's FuzzTranslate.
 package adapterstest
 
 import (
@@ -135,6 +136,37 @@ func ReadCapture(t testing.TB, name string) Capture {
 		t.Fatal(err)
 	}
 	return Capture{Raw: raw, Exit: code, Ledger: ledger}
+}
+
+// RealLines are the non-empty lines of the real captures of the adapters
+// in dirs (adapters/DIR/testdata/real/*.jsonl, read from an adapter's
+// directory), of every adapter without dirs: for the tests that hold a
+// decoder to encoding/json (every runtime's output is input to every
+// adapter too).
+func RealLines(t testing.TB, dirs ...string) [][]byte {
+	t.Helper()
+	if len(dirs) == 0 {
+		dirs = []string{"*"}
+	}
+	var lines [][]byte
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join("..", dir, "testdata", "real", "*.jsonl"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no captures of %s: %v", dir, err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range bytes.Split(data, []byte("\n")) {
+				if len(l) > 0 {
+					lines = append(lines, l)
+				}
+			}
+		}
+	}
+	return lines
 }
 
 // FuzzTranslate is the body of every adapter's FuzzTranslate: arbitrary

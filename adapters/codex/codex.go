@@ -11,14 +11,13 @@ package codex
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/records"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // Name is the runtime's name in flags, events and the API.
@@ -37,6 +36,8 @@ type Adapter struct {
 	turnDone  bool    // a turn.completed was seen
 	turnError *string // turn.failed's message
 	lastError string  // the last error event's message
+
+	dec wirejson.Decoder // reused for every line
 }
 
 // New returns an adapter for one run.
@@ -52,11 +53,11 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return
-		}
+	if err := decodeLine(&a.dec, line, &l); err != nil {
+		// Only syntax errors make a line unusable: a field of an unexpected
+		// type is skipped, as encoding/json skips it, and the rest still
+		// counts.
+		return
 	}
 	switch l.Type {
 	case "thread.started":
@@ -93,7 +94,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 
 // callID names the current turn: codex reports usage per turn, so a turn
 // stands for the model calls it made.
-func (a *Adapter) callID() string { return fmt.Sprintf("codex-turn-%d", a.turns) }
+func (a *Adapter) callID() string { return "codex-turn-" + strconv.Itoa(a.turns) }
 
 func (a *Adapter) itemCompleted(it *wireItem, emit adapters.Emit) {
 	if it == nil {

@@ -19,14 +19,14 @@ package dsh
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/records"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // Name is the runtime's name in flags, events and the API.
@@ -53,6 +53,8 @@ type Adapter struct {
 
 	turnEnded bool   // a turn/end came
 	lastError string // the last turn's failure, "" when it completed
+
+	dec wirejson.Decoder // reused for every line
 }
 
 // New returns an adapter for one run.
@@ -65,11 +67,11 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	var l wireLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return
-		}
+	if err := decodeLine(&a.dec, line, &l); err != nil {
+		// Only syntax errors make a line unusable: a field of an unexpected
+		// type is skipped, as encoding/json skips it, and the rest still
+		// counts.
+		return
 	}
 	switch l.Agentrun {
 	case "session":
@@ -109,7 +111,7 @@ func (a *Adapter) event(e *wireEvent, emit adapters.Emit) {
 	case "user/message":
 		if !a.prompted && d.Source != nil && d.Source.Kind == "user" {
 			a.prompted = true
-			emit(records.Prompt{Text: textOf(d.Content), Images: []string{}})
+			emit(records.Prompt{Text: a.textOf(d.Content), Images: []string{}})
 		}
 	case "request/context":
 		if d.Model != "" {
@@ -117,7 +119,7 @@ func (a *Adapter) event(e *wireEvent, emit adapters.Emit) {
 		}
 	case "step/start":
 		a.flush(emit)
-		a.step = fmt.Sprintf("dsh-%d-%d", d.Turn, d.Step)
+		a.step = "dsh-" + strconv.Itoa(d.Turn) + "-" + strconv.Itoa(d.Step)
 		emit(records.CallStart{CallID: a.step})
 	case "assistant/chunk":
 		a.chunk(d.Chunk, emit)
@@ -189,7 +191,7 @@ func (a *Adapter) toolResult(m *wireMessage, emit adapters.Emit) {
 			ended = true
 			var failed *bool
 			if b.IsError != nil {
-				failed = events.Bool(*b.IsError || (a.tools[b.ToolCallID] == "bash" && bashFailed(b.Content)))
+				failed = events.Bool(*b.IsError || (a.tools[b.ToolCallID] == "bash" && a.bashFailed(b.Content)))
 			}
 			emit(records.ToolEnd{ID: b.ToolCallID, Error: failed})
 		}
@@ -207,8 +209,8 @@ var bashMarker = regexp.MustCompile(`^\[(exit code: -?[0-9]+|killed by signal: [
 // command that failed. dsh sets isError only when the command could not
 // run at all; a non-zero exit is the "[exit code: N]" marker after the
 // output, which is what the contract calls an error.
-func bashFailed(raw json.RawMessage) bool {
-	text := textOf(raw)
+func (a *Adapter) bashFailed(raw json.RawMessage) bool {
+	text := a.textOf(raw)
 	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	for i := len(lines) - 1; i >= 0 && bashMarker.MatchString(lines[i]); i-- {
 		if lines[i] != "[exit code: 0]" {
@@ -277,10 +279,17 @@ func failure(r *wireReason) string {
 	return "dsh ended the turn: " + r.Kind
 }
 
-// textOf is the text of a message's content blocks.
-func textOf(raw json.RawMessage) string {
+// textOf is the text of a message's content blocks (raw is part of a line
+// that was decoded: valid JSON); none when a block has a field of an
+// unexpected type (as when it was decoded with encoding/json, which
+// reported it).
+func (a *Adapter) textOf(raw json.RawMessage) string {
 	var bs []wireBlock
-	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &bs) != nil {
+	if len(raw) == 0 || raw[0] != '[' {
+		return ""
+	}
+	a.dec.Reset(raw)
+	if decodeBlocks(&a.dec, &bs) != nil || a.dec.Mismatch() {
 		return ""
 	}
 	var parts []string

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentrun-dev/agentrun/adapters/adapterstest"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/eventstest"
+	"github.com/agentrun-dev/agentrun/events/records"
 )
 
 // Hand-written lines in the shape of agentrun's plugin over dsh
@@ -224,6 +226,25 @@ func TestLaunchRejects(t *testing.T) {
 	}
 }
 
+// TestTextWithTypeErrorIsNone: content blocks with a field of an
+// unexpected type have no text (as when the adapter decoded them with
+// encoding/json, which reported the type error), while the line they are
+// in keeps what it could decode.
+func TestTextWithTypeErrorIsNone(t *testing.T) {
+	prompt := `{"agentrun":"event","session":"S1","event":{"type":"user/message","data":{"content":[{"type":"text","text":"fix it"},{"type":"text","text":1}],"source":{"kind":"user"}}}}`
+	a := New()
+	var got []records.Record
+	for _, line := range []string{lineSession, prompt} {
+		a.Translate([]byte(line), func(r records.Record) { got = append(got, r) })
+	}
+	if want := []records.Record{records.Prompt{Text: "", Images: []string{}}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("records %+v, want %+v", got, want)
+	}
+	if a.bashFailed(json.RawMessage(`[{"type":"text","text":"[exit code: 1]"},{"type":2}]`)) {
+		t.Error("bashFailed read a marker from blocks with a type error")
+	}
+}
+
 func TestBashFailed(t *testing.T) {
 	for text, want := range map[string]bool{
 		"(no output)\n[exit code: 22]":                          true,
@@ -235,7 +256,7 @@ func TestBashFailed(t *testing.T) {
 		"x\n[sandbox: file access denied under read-only mode]": true,
 	} {
 		raw, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-		if got := bashFailed(raw); got != want {
+		if got := New().bashFailed(raw); got != want {
 			t.Errorf("bashFailed(%q) = %v, want %v", text, got, want)
 		}
 	}

@@ -1,10 +1,10 @@
 package dsh
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/events/records"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // summary is the one-line description of a dsh tool call: the tool's name
@@ -12,10 +12,7 @@ import (
 // parse_line in src", "subagent: Find the callers"). raw is the arguments'
 // JSON as the model wrote it.
 func summary(name, raw string) string {
-	var in toolArgs
-	if strings.HasPrefix(strings.TrimSpace(raw), "{") {
-		_ = json.Unmarshal([]byte(raw), &in)
-	}
+	in := toolArgsOf(raw)
 	path := in.FilePath
 	if path == "" {
 		path = in.Path
@@ -45,4 +42,20 @@ func summary(name, raw string) string {
 		detail = in.JobID
 	}
 	return records.Summary(name, detail)
+}
+
+// toolArgsOf reads the arguments the model wrote when they are a JSON
+// object. Invalid JSON reads as no arguments, as with json.Unmarshal, which
+// decodes nothing from it (a field of an unexpected type is skipped and
+// the rest kept, as there).
+func toolArgsOf(raw string) toolArgs {
+	var in toolArgs
+	if strings.HasPrefix(strings.TrimSpace(raw), "{") {
+		var d wirejson.Decoder
+		d.Reset([]byte(raw))
+		if decodeToolArgs(&d, &in) != nil || d.End() != nil {
+			return toolArgs{}
+		}
+	}
+	return in
 }

@@ -8,7 +8,7 @@ import (
 
 // wireLine is one line of agentrun's plugin (stream.mjs): a session's
 // header, one event of a session as dsh committed it, or a write of dsh to
-// stdout.
+// stdout. decode.go decodes the wire structs.
 type wireLine struct {
 	Agentrun string      `json:"agentrun"` // "session", "event", "stdout"
 	Header   *wireHeader `json:"header"`   // session

@@ -12,13 +12,13 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
 	"github.com/agentrun-dev/agentrun/events/records"
+	"github.com/agentrun-dev/agentrun/internal/wirejson"
 )
 
 // Name is the runtime's name in flags, events and the API.
@@ -40,6 +40,8 @@ type Adapter struct {
 
 	lastError  string // the failure of the last model call, "" when it succeeded
 	agentEnded bool   // agent_end came after the last agent_start
+
+	dec wirejson.Decoder // reused for every line
 }
 
 // New returns an adapter for one run.
@@ -57,18 +59,20 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 		return
 	}
 	if bytes.HasPrefix(line, updatePrefix) {
+		// An update with a field of an unexpected type is dropped (as
+		// when it was decoded with encoding/json, which reported it).
 		var u updateLine
-		if json.Unmarshal(line, &u) == nil {
+		if decodeUpdate(&a.dec, line, &u) == nil && !a.dec.Mismatch() {
 			a.update(u.Event, emit)
 		}
 		return
 	}
 	var l wireLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return
-		}
+	if err := decodeLine(&a.dec, line, &l); err != nil {
+		// Only syntax errors make a line unusable: a field of an unexpected
+		// type is skipped, as encoding/json skips it, and the rest still
+		// counts.
+		return
 	}
 	switch l.Type {
 	case "session":
@@ -91,13 +95,13 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 	case "message_end":
 		a.messageEnd(l.Message, emit)
 	case "tool_execution_start":
-		emit(records.ToolStart{ID: l.ToolCallID, Name: l.ToolName, Summary: summary(l.ToolName, l.Args)})
+		emit(records.ToolStart{ID: l.ToolCallID, Name: l.ToolName, Summary: summary(l.ToolName, a.toolArgs(l.Args))})
 	case "tool_execution_end":
 		var failed *bool
 		if l.IsError != nil {
 			failed = events.Bool(*l.IsError)
 		}
-		emit(records.ToolEnd{ID: l.ToolCallID, Error: failed, Name: l.ToolName, Summary: summary(l.ToolName, nil)})
+		emit(records.ToolEnd{ID: l.ToolCallID, Error: failed, Name: l.ToolName, Summary: summary(l.ToolName, toolArgs{})})
 	case "auto_retry_end":
 		if l.Success != nil && !*l.Success && l.FinalError != "" {
 			a.lastError = l.FinalError
@@ -105,7 +109,7 @@ func (a *Adapter) Translate(line []byte, emit adapters.Emit) {
 	}
 }
 
-func (a *Adapter) callID() string { return fmt.Sprintf("pi-call-%d", a.calls) }
+func (a *Adapter) callID() string { return "pi-call-" + strconv.Itoa(a.calls) }
 
 // update keeps the text of the assistant message being streamed, and
 // hands each piece to the live view (records.PartialText).
@@ -135,12 +139,12 @@ func (a *Adapter) messageEnd(m *wireMessage, emit adapters.Emit) {
 	case "user":
 		if !a.prompted {
 			a.prompted = true
-			emit(records.Prompt{Text: stripImageRefs(textOf(m.Content)), Images: a.images})
+			emit(records.Prompt{Text: stripImageRefs(a.textOf(m.Content)), Images: a.images})
 		}
 	case "assistant":
 		a.streaming = false
 		a.partial.Reset()
-		for _, b := range blocks(m.Content) {
+		for _, b := range a.blocks(m.Content) {
 			if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
 				emit(records.Text{Text: b.Text})
 			}
@@ -187,15 +191,17 @@ func (a *Adapter) Verdict(exit adapters.Exit) adapters.Verdict {
 	return adapters.Verdict{}
 }
 
-// textOf is the text of a message's content: a string or text blocks.
-func textOf(raw json.RawMessage) string {
+// textOf is the text of a message's content: a string or text blocks
+// (raw is part of a line that was decoded: valid JSON).
+func (a *Adapter) textOf(raw json.RawMessage) string {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		_ = json.Unmarshal(raw, &s)
+		a.dec.Reset(raw)
+		_ = a.dec.String(&s)
 		return s
 	}
 	var parts []string
-	for _, b := range blocks(raw) {
+	for _, b := range a.blocks(raw) {
 		if b.Type == "text" {
 			parts = append(parts, b.Text)
 		}
@@ -203,13 +209,24 @@ func textOf(raw json.RawMessage) string {
 	return strings.Join(parts, "\n")
 }
 
-func blocks(raw json.RawMessage) []wireBlock {
+func (a *Adapter) blocks(raw json.RawMessage) []wireBlock {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
 	var bs []wireBlock
-	_ = json.Unmarshal(raw, &bs)
+	a.dec.Reset(raw)
+	_ = decodeBlocks(&a.dec, &bs)
 	return bs
+}
+
+// toolArgs reads the arguments of a tool call, when they are an object.
+func (a *Adapter) toolArgs(raw json.RawMessage) toolArgs {
+	var in toolArgs
+	if len(raw) > 0 && raw[0] == '{' {
+		a.dec.Reset(raw)
+		_ = decodeToolArgs(&a.dec, &in)
+	}
+	return in
 }
 
 // stripImageRefs removes the references pi appends to the prompt for the

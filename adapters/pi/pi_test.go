@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -288,5 +289,24 @@ func TestUnknownCostIsNull(t *testing.T) {
 		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
 			t.Errorf("%s: cost %v, want %v", tt.line, got, tt.want)
 		}
+	}
+}
+
+// TestUpdateWithTypeErrorIsDropped: a message_update with a field of an
+// unexpected type is dropped whole (as when the adapter decoded it with
+// encoding/json, which reported the type error), while other lines keep
+// what they could decode.
+func TestUpdateWithTypeErrorIsDropped(t *testing.T) {
+	bad := `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"lost","type":2}}`
+	good := `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"kept"}}`
+	a := New()
+	var got []records.Record
+	for _, line := range []string{lineAgentStart, lineCallStart, bad, good} {
+		a.Translate([]byte(line), func(r records.Record) { got = append(got, r) })
+	}
+	a.Close(func(r records.Record) { got = append(got, r) })
+	want := []records.Record{records.CallStart{CallID: "pi-call-1"}, records.PartialText{Text: "kept"}, records.Text{Text: "kept"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("records %+v, want %+v", got, want)
 	}
 }

@@ -1,19 +1,11 @@
 package pi
 
-import (
-	"encoding/json"
-
-	"github.com/agentrun-dev/agentrun/events/records"
-)
+import "github.com/agentrun-dev/agentrun/events/records"
 
 // summary is the one-line description of a pi tool call: the tool's name
 // and its most telling argument ("bash: ls", "read: src/main.go", "grep:
-// parse_line in src").
-func summary(name string, raw json.RawMessage) string {
-	var in toolArgs
-	if len(raw) > 0 && raw[0] == '{' {
-		_ = json.Unmarshal(raw, &in)
-	}
+// parse_line in src"); in are its arguments (Adapter.toolArgs).
+func summary(name string, in toolArgs) string {
 	detail := ""
 	switch {
 	case in.Command != "":

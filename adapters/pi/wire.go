@@ -7,7 +7,8 @@ import (
 )
 
 // The subset of `pi --mode json` lines that the adapter reads. One struct
-// for every line type keeps decoding to a single pass.
+// for every line type keeps decoding to a single pass; decode.go decodes
+// them.
 type wireLine struct {
 	Type    string       `json:"type"`
 	ID      string       `json:"id"`      // session
@@ -52,13 +53,16 @@ type wireBlock struct {
 // wireUsage is pi's usage of one model call. Its input is already without
 // the cached tokens (pi subtracts them), as in the unified meaning.
 type wireUsage struct {
-	Input      *int64 `json:"input"`
-	Output     *int64 `json:"output"`
-	CacheRead  *int64 `json:"cacheRead"`
-	CacheWrite *int64 `json:"cacheWrite"`
-	Cost       *struct {
-		Total *float64 `json:"total"`
-	} `json:"cost"`
+	Input      *int64    `json:"input"`
+	Output     *int64    `json:"output"`
+	CacheRead  *int64    `json:"cacheRead"`
+	CacheWrite *int64    `json:"cacheWrite"`
+	Cost       *wireCost `json:"cost"`
+}
+
+// wireCost is pi's cost of a call, from its own prices.
+type wireCost struct {
+	Total *float64 `json:"total"`
 }
 
 func (u *wireUsage) counts() events.TokenCounts {

@@ -26,6 +26,8 @@ type Sink func(events.Event) error
 type Aggregator struct {
 	sink Sink
 	now  func() time.Time
+	// stamper formats each event's time, once a millisecond.
+	stamper events.Stamper
 
 	subagents     map[string]*subagent // running subagents
 	endedSubs     *recent.Set
@@ -97,7 +99,7 @@ func New(sink Sink, now func() time.Time) *Aggregator {
 }
 
 func (a *Aggregator) emit(typ string, e events.Event) {
-	events.Stamp(e, typ, a.now())
+	a.stamper.Stamp(e, typ, a.now())
 	// Counted as written, so the counters are what the stream says.
 	a.counters.Count(e)
 	if a.err != nil {

@@ -23,6 +23,9 @@ func Summary(name, detail string) string {
 // OneLine collapses every run of whitespace (newlines included) into one
 // space and trims the ends. Invalid UTF-8 becomes U+FFFD.
 func OneLine(s string) string {
+	if isOneLine(s) {
+		return s // most names and details: no copy
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	space := false
@@ -38,6 +41,20 @@ func OneLine(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// isOneLine reports whether OneLine gives s as it is: printable ASCII
+// only, no space at either end and never two together.
+func isOneLine(s string) bool {
+	if s != "" && (s[0] == ' ' || s[len(s)-1] == ' ') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || (c == ' ' && s[i+1] == ' ') {
+			return false
+		}
+	}
+	return true
 }
 
 // Truncate cuts s to at most max characters, the last being "…" when cut.

@@ -15,11 +15,13 @@
 // line (valid until the line's buffer is reused), not a copy.
 //
 // The decode functions of a struct are written by hand in its adapter
-// (for example adapters/claudecode/wire.go) with the helpers below; each
+// (adapters/<runtime>/decode.go) with the helpers below; each
 // adapter's differential tests hold them to encoding/json on real captures
-// and on fuzzed input. A type error is not reported: the adapters ignore
+// and on fuzzed input. A type error is not an error: the adapters ignore
 // encoding/json's UnmarshalTypeError (the rest of the line still counts),
-// so only a syntax error, which makes the line unusable, is an error.
+// so only a syntax error, which makes the line unusable, is one. Mismatch
+// tells whether there was one, for the few places that drop a value
+// encoding/json reported a type error for.
 package wirejson
 
 import (
@@ -44,11 +46,34 @@ type Decoder struct {
 	depth int
 	// scratch holds a key that needed unquoting.
 	scratch []byte
+	// mismatch: a value was of the wrong kind or a number did not fit.
+	mismatch bool
 }
 
 // Reset makes d read data from its start.
 func (d *Decoder) Reset(data []byte) {
-	d.data, d.pos, d.depth = data, 0, 0
+	d.data, d.pos, d.depth, d.mismatch = data, 0, 0, false
+}
+
+// Mismatch reports whether, since Reset, a value was skipped for being of
+// the wrong kind for what it was decoded into, or a number left as it was
+// for not fitting: whether json.Unmarshal of valid JSON into the same
+// value would have returned an *UnmarshalTypeError.
+func (d *Decoder) Mismatch() bool { return d.mismatch }
+
+// wrongKind skips a value that is not null and not of the kind asked for.
+func (d *Decoder) wrongKind() error {
+	d.mismatch = true
+	return d.Skip()
+}
+
+// skipNull skips a value that is not of the kind asked for: null is
+// decoded into nothing, anything else is of the wrong kind.
+func (d *Decoder) skipNull(c byte) error {
+	if c == 'n' {
+		return d.literal("null")
+	}
+	return d.wrongKind()
 }
 
 // End checks that only whitespace is left after the value.
@@ -434,7 +459,7 @@ func (d *Decoder) Object(fields *Fields, member func(name string) error) error {
 	case 'n':
 		return d.literal("null")
 	default:
-		return d.Skip()
+		return d.wrongKind()
 	}
 	return d.object(func(key []byte) error {
 		if name := fields.Name(key); name != "" {
@@ -454,7 +479,7 @@ func Map[T any](d *Decoder, m *map[string]T, elem func(*Decoder, *T) error) erro
 		*m = nil
 		return d.literal("null")
 	default:
-		return d.Skip()
+		return d.wrongKind()
 	}
 	if *m == nil {
 		*m = map[string]T{}
@@ -481,7 +506,7 @@ func Slice[T any](d *Decoder, s *[]T, elem func(*Decoder, *T) error) error {
 		*s = nil
 		return d.literal("null")
 	default:
-		return d.Skip()
+		return d.wrongKind()
 	}
 	if err := d.enter(); err != nil {
 		return err
@@ -531,8 +556,8 @@ func Ptr[T any](d *Decoder, p **T, decode func(*Decoder, *T) error) error {
 
 // String reads a string; null and values of other kinds leave s as it is.
 func (d *Decoder) String(s *string) error {
-	if d.peek() != '"' {
-		return d.Skip()
+	if c := d.peek(); c != '"' {
+		return d.skipNull(c)
 	}
 	var b []byte
 	var err error
@@ -553,8 +578,10 @@ func (d *Decoder) Bool(b *bool) error {
 	case 'f':
 		*b = false
 		return d.literal("false")
+	case 'n':
+		return d.literal("null")
 	}
-	return d.Skip()
+	return d.wrongKind()
 }
 
 // Int64 reads an integer; a number that is not an int64 (a fraction, an
@@ -562,7 +589,7 @@ func (d *Decoder) Bool(b *bool) error {
 func (d *Decoder) Int64(n *int64) error {
 	c := d.peek()
 	if c != '-' && !isDigit(c) {
-		return d.Skip()
+		return d.skipNull(c)
 	}
 	item, err := d.number()
 	if err != nil {
@@ -570,6 +597,8 @@ func (d *Decoder) Int64(n *int64) error {
 	}
 	if v, ok := parseInt(item); ok {
 		*n = v
+	} else {
+		d.mismatch = true
 	}
 	return nil
 }
@@ -582,6 +611,8 @@ func (d *Decoder) Int(n *int) error {
 	}
 	if int64(int(v)) == v {
 		*n = int(v)
+	} else {
+		d.mismatch = true
 	}
 	return nil
 }
@@ -618,7 +649,7 @@ func parseInt(item []byte) (int64, bool) {
 func (d *Decoder) Float64(f *float64) error {
 	c := d.peek()
 	if c != '-' && !isDigit(c) {
-		return d.Skip()
+		return d.skipNull(c)
 	}
 	item, err := d.number()
 	if err != nil {
@@ -626,6 +657,8 @@ func (d *Decoder) Float64(f *float64) error {
 	}
 	if v, err := strconv.ParseFloat(string(item), 64); err == nil {
 		*f = v
+	} else {
+		d.mismatch = true
 	}
 	return nil
 }

@@ -12,7 +12,9 @@ import (
 // The decoders here are only worth having if they give what encoding/json
 // gives. These tests hold them to it on a struct with every kind of field
 // the helpers handle, on hand-picked edge cases and on seeded mutations of
-// them (and FuzzDecode on whatever the fuzzer finds).
+// them (and FuzzDecode on whatever the fuzzer finds): the same syntax
+// errors, the same values, and Mismatch exactly when encoding/json reports
+// a type error.
 
 type inner struct {
 	A string `json:"a"`
@@ -135,8 +137,14 @@ func compare(t *testing.T, in []byte) {
 	if wantSyntax != (gotErr != nil) {
 		t.Fatalf("%q: syntax error: encoding/json %v, wirejson %v", in, err, gotErr)
 	}
-	if !wantSyntax && !reflect.DeepEqual(want, got) {
+	if wantSyntax {
+		return
+	}
+	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("%q:\nencoding/json %#v\nwirejson      %#v", in, want, got)
+	}
+	if wantType := err != nil; wantType != d.Mismatch() {
+		t.Fatalf("%q: type error: encoding/json %v, wirejson Mismatch %v", in, err, d.Mismatch())
 	}
 }
 
@@ -171,6 +179,8 @@ var cases = []string{
 	`{"ms":{"a":"x","b":1,"c":null}}`, `{"p":{"a":"x"}}`, `{"p":null}`, `{"p":1}`, `{"p":"x"}`, `{"p":[]}`,
 	`{"p":{"a":"x"},"p":{"n":1}}`, `{"p":{"a":"x"},"p":null,"p":{"n":1}}`, `{"v":{"a":"x"}}`, `{"v":null}`, `{"v":1}`,
 	`{"v":{"a":"x"},"v":{"n":2}}`, `{"x":{"y":[1,2,{"z":"w"}]},"s":"after"}`, `{"x":[[[[[]]]]],"s":"a"}`,
+	`{"is":[null,{"a":"x"}]}`, `{"ms":{"a":null}}`, `{"p":{"n":"x"}}`, `{"v":[]}`, `{"v":"x"}`, `{"ss":[null]}`,
+	`{"x":"any","y":[1,{"z":true}]}`, `{"num":1.0}`, `{"num":-0}`, `{"i":1e-400}`, `{"f":1e-400}`, `{"fp":-1e400}`,
 	`{"x":tru}`, `{"x":[1 2]}`, `{"x":{"a" 1}}`, `{"x":"unterminated}`, `{"s":"a"}x`, `{"s":"a"}` + "\t\r\n ",
 	"{ \"s\" :\t\"a\" ,\n\"b\"\r: true }", `{"x":-01}`, `{"x":1.e1}`, `{"x":0x10}`, `{"x":Infinity}`, `{"x":NaN}`,
 	strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
