@@ -46,7 +46,7 @@ fuzz:
 test-clis-latest:
 	hack/test-clis-latest.sh $(RUN)
 
-## bench: translate+aggregate throughput against a line-split baseline.
+## bench: translate+aggregate throughput of every runtime against a line-split baseline.
 bench:
 	hack/bench.sh
 
