@@ -395,3 +395,76 @@ func TestPlaceholderMarkOnSomeoneElsesFile(t *testing.T) {
 		t.Errorf("the marked file was removed: %v", err)
 	}
 }
+
+// TestPlaceholderModes: a placeholder is private unless it is root's in a
+// directory other users may search, where their runs must be able to open
+// it to hold it.
+func TestPlaceholderModes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		uid    uint32
+		mode   uint32
+		isFile bool
+		want   uint32
+	}{
+		{"root's /run", 0, 0o755, false, 0o755},
+		{"root's /run, a file", 0, 0o755, true, 0o644},
+		{"root's, searchable by its group", 0, 0o750, false, 0o755},
+		{"root's home", 0, 0o700, false, 0o700},
+		{"root's home, a file", 0, 0o700, true, 0o600},
+		{"a user's home", 1000, 0o755, false, 0o700},
+		{"a user's home, a file", 1000, 0o755, true, 0o600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := unix.Stat_t{Uid: tc.uid, Mode: unix.S_IFDIR | tc.mode}
+			if got := placeholderMode(&dir, tc.isFile); got != tc.want {
+				t.Errorf("placeholderMode = %o, want %o", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRootsSharedPlaceholderIsHeldByOthers: root's placeholder in a
+// directory every user may search is readable by all whatever the umask,
+// so another user's run can open and lock it (a run that could not would
+// lose it under its mount point when root's run ended); a second run
+// adopts it, and the last one removes it.
+func TestRootsSharedPlaceholderIsHeldByOthers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's placeholders: run as root (CI does)")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	secrets, netrc := filepath.Join(base, "secrets"), filepath.Join(base, ".netrc")
+	_, ps, err := prepareDeny([]string{secrets, netrc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{secrets: 0o755, netrc: 0o644} {
+		if st, err := os.Lstat(p); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want mode %o", p, st, err, want)
+		}
+	}
+	again, ps2, err := prepareDeny([]string{secrets, netrc}, nil)
+	if err != nil || len(again) != 2 || len(ps2.made) != 2 {
+		t.Errorf("second run: %+v %v, adopted %d", again, err, len(ps2.made))
+	}
+	ps.close()
+	if _, err := os.Lstat(secrets); err != nil {
+		t.Errorf("removed while another run holds it: %v", err)
+	}
+	ps2.close()
+	for _, p := range []string{secrets, netrc} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was left after the last run", p)
+		}
+	}
+}

@@ -7,8 +7,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/agentrun-dev/agentrun/internal/safefile"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun-dev/agentrun/internal/safefile"
 )
 
 // A deny path that does not exist gets a placeholder on the host (an empty
@@ -111,6 +112,13 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 		m.remove()
 		return "", err
 	}
+	if mode := placeholderMode(&st, isFile); mode != privateMode(isFile) {
+		// By descriptor, not through the umask.
+		if err := unix.Fchmod(int(f.Fd()), mode); err != nil {
+			m.remove()
+			return "", err
+		}
+	}
 	_ = unix.Fsetxattr(int(f.Fd()), placeholderMark, []byte("1"), 0) // best effort: see above
 	if owner != euid {
 		// A root caller in another user's directory: the placeholder is
@@ -132,6 +140,33 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 	keep = true
 	ps.made = append(ps.made, m)
 	return dirName + "/" + name, nil
+}
+
+// privateMode is the mode of a placeholder only its owner may open.
+func privateMode(isFile bool) uint32 {
+	if isFile {
+		return 0o600
+	}
+	return 0o700
+}
+
+// placeholderMode is the mode of a placeholder made in the directory dir:
+// private, except in a directory of root's that other users may search
+// (/run for /run/secrets), where any user's run may find it. There every
+// user may open it (0644, 0755): a run holds a deny path by a shared lock
+// on it, which needs an open file, and a run that cannot hold root's
+// placeholder loses it under its mount point when root's run ends
+// (bubblewrap then fails to make the mount point on the read-only root).
+// An empty file or directory that only root may change gives nobody
+// anything.
+func placeholderMode(dir *unix.Stat_t, isFile bool) uint32 {
+	if dir.Uid != 0 || dir.Mode&0o011 == 0 {
+		return privateMode(isFile)
+	}
+	if isFile {
+		return 0o644
+	}
+	return 0o755
 }
 
 // createPlaceholder makes name in the directory dirFD: an empty file or
@@ -207,10 +242,11 @@ func (ps *placeholders) hold(real string) (bool, error) {
 
 // adopt makes the locked deny path f (at real, of identity id) one this
 // run may remove at its end, when it is a marked placeholder as one is
-// made: private (0600, 0700) and owned by its directory's owner, so that
-// only that owner (or root) could have marked it (user attributes need
-// write permission), in a directory walked to without following links
-// other users chose. It returns nil otherwise.
+// made: of the mode make gives it (placeholderMode: private, or readable
+// by all in a directory of root's that all may search) and owned by its
+// directory's owner, so that only that owner (or root) could have marked
+// it (user attributes need write permission), in a directory walked to
+// without following links other users chose. It returns nil otherwise.
 func adopt(f *os.File, real string, id fileID, isFile bool) *madePlaceholder {
 	if _, err := unix.Fgetxattr(int(f.Fd()), placeholderMark, make([]byte, 8)); err != nil {
 		return nil
@@ -220,12 +256,8 @@ func adopt(f *os.File, real string, id fileID, isFile bool) *madePlaceholder {
 		return nil
 	}
 	var st, dst unix.Stat_t
-	private := uint32(0o700)
-	if isFile {
-		private = 0o600
-	}
 	if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || (fileID{st.Dev, st.Ino}) != id ||
-		st.Mode&0o7777 != private || unix.Fstat(int(dir.Fd()), &dst) != nil || st.Uid != dst.Uid {
+		unix.Fstat(int(dir.Fd()), &dst) != nil || st.Mode&0o7777 != placeholderMode(&dst, isFile) || st.Uid != dst.Uid {
 		dir.Close()
 		return nil
 	}

@@ -178,3 +178,74 @@ func TestPlaceholdersInAnotherUsersHome(t *testing.T) {
 		}
 	})
 }
+
+// TestRootsPlaceholderStaysWhileAnotherUsersRunHoldsIt: root's run makes a
+// placeholder for a missing deny path in a directory of root's that every
+// user may search (as /run/secrets in /run); another user's run, started
+// meanwhile, mounts over it. When root's run ends first, the placeholder
+// must stay: removing a mount point detaches its mount in every namespace,
+// so the other run would lose its protection mid-run, and what root then
+// puts there (a secret mounted later) would be the other agent's to read.
+// That run could not lock root's private placeholder before; now root's
+// placeholders there are readable by all, and it holds them.
+func TestRootsPlaceholderStaysWhileAnotherUsersRunHoldsIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root and another user (CI runs as root)")
+	}
+	shared, err := os.MkdirTemp("/var/tmp", "agentrun-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	denied := filepath.Join(shared, "secrets")
+	root, other := newWorld(t, users[0]), newWorld(t, users[1])
+	start := func(w *world, script string) (*exec.Cmd, *bytes.Buffer) {
+		args := append(append([]string{}, w.u.prefix...), agentrun, "sandbox", "--cwd", w.ws, "--deny-read", denied, "--", "sh", "-c", script)
+		c := exec.Command(args[0], args[1:]...)
+		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.home}
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return c, &out
+	}
+	waitFor := func(p, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Lstat(p); err == nil {
+				return
+			}
+		}
+		t.Fatalf("%s: %s never appeared", what, p)
+	}
+	rootRun, rootOut := start(root, "until [ -e go ]; do sleep 0.05; done")
+	waitFor(denied, "root's placeholder")
+	otherRun, otherOut := start(other, "touch started; until [ -e go ]; do sleep 0.05; done; cat "+denied+"/token 2>/dev/null || echo hidden")
+	waitFor(filepath.Join(other.ws, "started"), "the other user's agent")
+	if err := os.WriteFile(filepath.Join(root.ws, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rootRun.Wait(); err != nil {
+		t.Fatalf("root's run: %v %s", err, rootOut)
+	}
+	// Root's run is over; root now puts a secret at the denied path.
+	if err := os.MkdirAll(denied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(denied, "token"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other.ws, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := otherRun.Wait(); err != nil {
+		t.Fatalf("the other user's run: %v %s", err, otherOut)
+	}
+	if got := strings.TrimSpace(otherOut.String()); got != "hidden" {
+		t.Errorf("the other user's agent read %q at the deny path after root's run ended (want hidden)", got)
+	}
+}
