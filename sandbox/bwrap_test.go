@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -408,7 +411,8 @@ func TestPlaceholderModes(t *testing.T) {
 		want   uint32
 	}{
 		{"root's /run", 0, 0o755, false, 0o755},
-		{"root's /run, a file", 0, 0o755, true, 0o644},
+		{"root's /run, a file", 0, 0o755, true, 0o600},
+		{"root's sticky /var/tmp", 0, 0o1777, false, 0o755},
 		{"root's, searchable by its group", 0, 0o750, false, 0o755},
 		{"root's home", 0, 0o700, false, 0o700},
 		{"root's home, a file", 0, 0o700, true, 0o600},
@@ -424,12 +428,12 @@ func TestPlaceholderModes(t *testing.T) {
 	}
 }
 
-// TestRootsSharedPlaceholderIsHeldByOthers: root's placeholder in a
-// directory every user may search is readable by all whatever the umask,
-// so another user's run can open and lock it (a run that could not would
-// lose it under its mount point when root's run ended); a second run
-// adopts it, and the last one removes it.
-func TestRootsSharedPlaceholderIsHeldByOthers(t *testing.T) {
+// TestRootsSharedPlaceholderModes: root's directory placeholder in a
+// directory every user may search is readable by all whatever the umask
+// (test/sandbox's TestRootsPlaceholderStaysWhileAnotherUsersRunHoldsIt has
+// another user hold it), its file placeholder private; a second run adopts
+// both, and the last one removes them.
+func TestRootsSharedPlaceholderModes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("root's placeholders: run as root (CI does)")
 	}
@@ -448,7 +452,7 @@ func TestRootsSharedPlaceholderIsHeldByOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]os.FileMode{secrets: 0o755, netrc: 0o644} {
+	for p, want := range map[string]os.FileMode{secrets: 0o755, netrc: 0o600} {
 		if st, err := os.Lstat(p); err != nil || st.Mode().Perm() != want {
 			t.Errorf("%s: %v %v, want mode %o", p, st, err, want)
 		}
@@ -466,5 +470,91 @@ func TestRootsSharedPlaceholderIsHeldByOthers(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s was left after the last run", p)
 		}
+	}
+}
+
+// TestPlaceholderLockDoesNotWaitForEver: a user who may open a placeholder
+// (root's directories in /run are open to all) and holds an exclusive lock
+// on it makes a run wait lockWait at most, then go on without the lock.
+func TestPlaceholderLockDoesNotWaitForEver(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	dir := filepath.Join(base, "secrets")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		deny, ps, err := prepareDeny([]string{dir}, nil)
+		if err == nil && (len(deny) != 1 || len(ps.locks)+len(ps.made) != 0) {
+			err = fmt.Errorf("deny %+v, %d locks, %d made: want the path mounted over, unlocked", deny, len(ps.locks), len(ps.made))
+		}
+		ps.close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(30 * lockWait):
+		t.Fatal("prepareDeny still waits for the exclusive lock")
+	}
+}
+
+// TestPlaceholderDirectorySwappedIn: a directory exchanged for the
+// placeholder between its mkdir and its open (renameat2 RENAME_EXCHANGE by
+// whoever may rename in the directory) is not taken for the placeholder:
+// not chmodded, marked, locked or removed.
+func TestPlaceholderDirectorySwappedIn(t *testing.T) {
+	base := t.TempDir()
+	d, err := os.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		name  string
+		setup func(p string) error
+	}{
+		{"not empty", func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(p, "id_ed25519"), []byte("key"), 0o600)
+		}},
+		{"open to others", func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o750) // past the umask
+		}},
+		{"with a subdirectory", func(p string) error { return os.MkdirAll(filepath.Join(p, "sub"), 0o700) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(base, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := tc.setup(p); err != nil {
+				t.Fatal(err)
+			}
+			// As if mkdirat had made it and the swap came before the open.
+			f, err := openMadeDir(int(d.Fd()), filepath.Base(p))
+			if f != nil {
+				f.Close()
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				t.Errorf("openMadeDir = %v, want ErrExist", err)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -112,6 +113,10 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 		m.remove()
 		return "", err
 	}
+	// Locked before anyone else could open it (it is private until the
+	// chmod below); an exclusive lock another user took in between would
+	// only make this run go on without one (sharedLock).
+	_ = sharedLock(int(f.Fd()))
 	if mode := placeholderMode(&st, isFile); mode != privateMode(isFile) {
 		// By descriptor, not through the umask.
 		if err := unix.Fchmod(int(f.Fd()), mode); err != nil {
@@ -127,10 +132,6 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 			m.remove()
 			return "", fmt.Errorf("cannot give the placeholder %s to its directory's owner: %w", p, err)
 		}
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
-		m.remove()
-		return "", err
 	}
 	dirName, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
 	if err != nil {
@@ -151,20 +152,20 @@ func privateMode(isFile bool) uint32 {
 }
 
 // placeholderMode is the mode of a placeholder made in the directory dir:
-// private, except in a directory of root's that other users may search
-// (/run for /run/secrets), where any user's run may find it. There every
-// user may open it (0644, 0755): a run holds a deny path by a shared lock
-// on it, which needs an open file, and a run that cannot hold root's
-// placeholder loses it under its mount point when root's run ends
-// (bubblewrap then fails to make the mount point on the read-only root).
-// An empty file or directory that only root may change gives nobody
-// anything.
+// private, except a directory of root's in a directory of root's that
+// other users may search (/run/secrets in /run), where any user's run may
+// find it. Every user may open that one (0755): a run holds a deny path by
+// a shared lock on it, which needs an open file, and a run that cannot
+// hold root's placeholder loses it under its mount point when root's run
+// ends (the mount is detached in every namespace, or bubblewrap fails to
+// make the mount point on the read-only root). An empty directory of
+// root's gives nobody anything, and a lock another user holds on it makes
+// a run wait lockWait at most. A file stays private (0600): one left in
+// place while another run held it would give its mode to a secret written
+// there later (an existing file keeps its mode when opened with O_CREAT).
 func placeholderMode(dir *unix.Stat_t, isFile bool) uint32 {
-	if dir.Uid != 0 || dir.Mode&0o011 == 0 {
+	if isFile || dir.Uid != 0 || dir.Mode&0o011 == 0 {
 		return privateMode(isFile)
-	}
-	if isFile {
-		return 0o644
 	}
 	return 0o755
 }
@@ -182,12 +183,52 @@ func createPlaceholder(dirFD int, name string, isFile bool) (*os.File, error) {
 	if err := unix.Mkdirat(dirFD, name, 0o700); err != nil {
 		return nil, err
 	}
+	return openMadeDir(dirFD, name)
+}
+
+// openMadeDir opens the directory name just made in dirFD, or fails with
+// fs.ErrExist when what is there now is not it.
+func openMadeDir(dirFD int, name string) (*os.File, error) {
 	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		// Swapped for something else already: not ours to open or remove.
 		return nil, fs.ErrExist
 	}
-	return os.NewFile(uintptr(fd), name), nil
+	f := os.NewFile(uintptr(fd), name)
+	// The name is reopened, so it may be another directory by now: one
+	// whoever may rename in dirFD exchanged for it (renameat2
+	// RENAME_EXCHANGE), which the chmod, mark and chown below must never
+	// touch. Ours is this caller's, private, with no subdirectory and
+	// nothing in it.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 || st.Nlink != 2 {
+		f.Close()
+		return nil, fs.ErrExist
+	}
+	if names, _ := f.Readdirnames(1); len(names) != 0 {
+		f.Close()
+		return nil, fs.ErrExist
+	}
+	return f, nil
+}
+
+// lockWait bounds how long a run waits for a lock on a deny path. A run
+// holds its lock shared, and the exclusive one of a run that ends lasts a
+// few system calls; a user who may open a placeholder (root's in /run are
+// open to all) could hold an exclusive lock for ever, and a run must not
+// wait on them: it goes on without the lock.
+const lockWait = time.Second
+
+// sharedLock takes a shared lock on fd, waiting at most lockWait.
+func sharedLock(fd int) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // hold takes a shared lock on the existing deny path real (the path the
@@ -220,12 +261,12 @@ func (ps *placeholders) hold(real string) (bool, error) {
 	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags, 0)
 	if err != nil {
-		return true, nil // not ours to read: neither could a run remove it
+		return true, nil // not ours to open, so not ours to lock (see placeholderMode)
 	}
 	f := os.NewFile(uintptr(fd), real)
-	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+	if err := sharedLock(fd); err != nil {
 		f.Close()
-		return true, nil
+		return true, nil // held exclusively for longer than a run ends in: go on without
 	}
 	var now unix.Stat_t
 	if err := unix.Lstat(real, &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
