@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -375,8 +376,10 @@ func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *pla
 		}
 		kind := placeholderFor(p)
 		// Twice at most: a path that is gone once locked was another
-		// run's placeholder, removed as that run ended.
-		for try := 0; try < 2; try++ {
+		// run's placeholder, removed as that run ended. One gone twice
+		// is refused rather than left out of the deny list.
+		try := 0
+		for ; try < 2; try++ {
 			st, err := os.Stat(p)
 			if errors.Is(err, fs.ErrPermission) {
 				break
@@ -405,7 +408,7 @@ func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *pla
 				return nil, ps, err
 			}
 			if kind != placeholderNone {
-				if still, err := ps.hold(real); err != nil {
+				if still, err := holdDenyPath(ps, real); err != nil {
 					return nil, ps, err
 				} else if !still {
 					continue
@@ -414,6 +417,13 @@ func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *pla
 			add(real, st.IsDir())
 			break
 		}
+		if try == 2 {
+			return nil, ps, fmt.Errorf("deny path %q went twice while it was being locked (other runs' placeholders, made and removed); run again", p)
+		}
 	}
 	return out, ps, nil
 }
+
+// holdDenyPath is placeholders.hold; a variable for the test of a deny
+// path that keeps going.
+var holdDenyPath = (*placeholders).hold

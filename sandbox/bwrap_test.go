@@ -558,3 +558,81 @@ func TestPlaceholderDirectorySwappedIn(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyPathGoneTwiceIsRefused: a deny path that is gone each time it is
+// locked (other runs making and removing it) fails the start instead of
+// being left out of the deny list.
+func TestDenyPathGoneTwiceIsRefused(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-") // not /tmp: no placeholders there
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	p := filepath.Join(base, ".ssh")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer func(h func(*placeholders, string) (bool, error)) { holdDenyPath = h }(holdDenyPath)
+	holdDenyPath = func(*placeholders, string) (bool, error) { return false, nil }
+	deny, ps, err := prepareDeny([]string{p}, nil)
+	if err == nil || !strings.Contains(err.Error(), "went twice") {
+		t.Fatalf("prepareDeny = %+v, %v; want the path refused", deny, err)
+	}
+	ps.close()
+}
+
+// TestAdoptTakesOnlyWhatMakeMakes: a marked empty directory is adopted (and
+// so removed by the last run) only with the mode make gives a placeholder
+// in its directory; a private one in root's public directory, or an open
+// one in a private directory, stays as it is.
+func TestAdoptTakesOnlyWhatMakeMakes(t *testing.T) {
+	root := os.Geteuid() == 0
+	for _, tc := range []struct {
+		name      string
+		asRoot    bool // the directory is root's, else another user's (the caller's)
+		dirMode   os.FileMode
+		placeMode os.FileMode
+		adopted   bool
+	}{
+		{"root's public directory, open placeholder", true, 0o755, 0o755, true},
+		{"root's public directory, private placeholder", true, 0o755, 0o700, false},
+		{"root's private directory, open placeholder", true, 0o700, 0o755, false},
+		{"root's private directory, private placeholder", true, 0o700, 0o700, true},
+		{"a user's public directory, open placeholder", false, 0o755, 0o755, false},
+		{"a user's public directory, private placeholder", false, 0o755, 0o700, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.asRoot != root {
+				t.Skipf("the case of a caller that is %s", map[bool]string{true: "root (CI runs it)", false: "not root (test/sandbox runs it as uid 65534)"}[tc.asRoot])
+			}
+			base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(base)
+			p := filepath.Join(base, "secrets")
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for path, mode := range map[string]os.FileMode{base: tc.dirMode, p: tc.placeMode} {
+				if err := os.Chmod(path, mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := unix.Setxattr(p, placeholderMark, []byte("1"), 0); err != nil {
+				t.Skipf("no user attributes on %s: %v", base, err)
+			}
+			deny, ps, err := prepareDeny([]string{p}, nil)
+			if err != nil || len(deny) != 1 {
+				t.Fatalf("prepareDeny = %+v, %v", deny, err)
+			}
+			if got := len(ps.made) == 1; got != tc.adopted {
+				t.Errorf("adopted %v, want %v (made %d, locked %d)", got, tc.adopted, len(ps.made), len(ps.locks))
+			}
+			ps.close()
+			if _, err := os.Lstat(p); (err == nil) == tc.adopted {
+				t.Errorf("after the run: %v; removed should be %v", err, tc.adopted)
+			}
+		})
+	}
+}
