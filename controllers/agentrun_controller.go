@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -44,10 +45,6 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
-
-// createdRecheck is when a run whose Job was just created is looked at
-// again if the Job's watch event has not brought it back before.
-const createdRecheck = 5 * time.Second
 
 // conflictRetry is when an object whose write lost to another writer's is
 // read and reconciled again. The other write's watch event usually brings
@@ -105,8 +102,9 @@ type scope struct {
 	waiting bool
 	// created: this reconcile created the Job. Status is written by the
 	// reconcile that the Job's own watch event brings, from the Job as
-	// observed: one write fewer on the path from AgentRun to Job, so a
-	// burst of AgentRuns gets its Jobs first and its statuses after.
+	// observed: one write fewer on the path from AgentRun to Job, and at
+	// a lower priority (afterJobPriority), so a burst of AgentRuns gets
+	// its Jobs first and its statuses after.
 	created bool
 	events  []event
 	requeue time.Duration
@@ -188,9 +186,10 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 	if s.created {
-		// The Job's watch event comes within milliseconds; the requeue
-		// is only a safety net.
-		return ctrl.Result{RequeueAfter: createdRecheck}, nil
+		// The Job's create event brings the run back, below the runs
+		// still waiting for their Jobs (afterJobPriority). No requeue
+		// here: the queue would keep this reconcile's higher priority.
+		return ctrl.Result{}, nil
 	}
 	return r.writeStatus(ctx, s)
 }
@@ -344,7 +343,8 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	budgets, budgetFlips := r.budgetChanges()
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.notOwnWrite})).
-		Owns(&batchv1.Job{}).
+		Watches(&batchv1.Job{}, jobEvents(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+			&v1alpha1.AgentRun{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(r.refusalToRun)).
 		Watches(&v1alpha1.AgentBudget{}, budgets, builder.WithPredicates(budgetFlips))
@@ -354,7 +354,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.WatchesRawSource(source.Channel(r.Live.Events(), &handler.EnqueueRequestForObject{}))
 	}
-	return b.WithOptions(controller.Options{MaxConcurrentReconciles: n}).
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(true)}).
 		Named("agentrun").
 		Complete(r)
 }
