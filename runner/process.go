@@ -83,15 +83,25 @@ type processSpec struct {
 	intercept proxy.Interceptor
 }
 
+// mountRaceTries bounds the starts of a sandbox that fail because the
+// host's mount table changed meanwhile (sandbox.MountTableChanged). Such a
+// change lasts as long as a root run's workspace mount (milliseconds), so a
+// second start all but always works; three failures in a row are a host
+// that mounts in a loop, which the error then names.
+const mountRaceTries = 3
+
 // startProcess starts the command, in the sandbox when ps.sandbox is set.
 // A sandbox whose fresh /proc cannot be mounted (a container's masked
-// /proc) is started again with the outer /proc; any other failure of
+// /proc) is started again with the outer /proc, and one whose start met a
+// change of the host's mount table is started again as it was (at most
+// mountRaceTries starts): neither ran anything. Any other failure of
 // bubblewrap before the command ran is an errSandboxStart that says why and
 // how to fix it.
 func startProcess(ps processSpec) (*process, error) {
 	if ps.sandbox == nil {
 		return startOnce(ps, nil)
 	}
+	mountRaces := 0
 	for {
 		gate := &gatedWriter{w: ps.stderr}
 		try := ps
@@ -107,6 +117,11 @@ func startProcess(ps processSpec) (*process, error) {
 			cfg.Proc = sandbox.HostProc
 			ps.sandbox = &cfg
 			continue
+		}
+		if sandbox.MountTableChanged(msg) {
+			if mountRaces++; mountRaces < mountRaceTries {
+				continue
+			}
 		}
 		return p, errSandboxStart{errors.New(sandbox.Advice(msg))}
 	}

@@ -328,6 +328,19 @@ func ProcMountFailed(bwrapStderr string) bool {
 	return strings.Contains(bwrapStderr, "mount proc") || strings.Contains(bwrapStderr, "on /newroot/proc")
 }
 
+// MountTableChanged reports whether bubblewrap's error is the host's mount
+// table changing under its start: it binds the host's / recursively, then
+// remounts each mount it copied read-only, one by one, and fails when one
+// went or was replaced in between (bubblewrap's own open issue #650). A
+// concurrent root run's workspace mount in /tmp, attached and detached in
+// milliseconds, is one; anything that mounts on the host is another. Nothing
+// of the sandbox ran, so the start may simply be tried again.
+func MountTableChanged(bwrapStderr string) bool {
+	return (strings.Contains(bwrapStderr, "Unable to apply mount flags: remount") ||
+		strings.Contains(bwrapStderr, "Unable to remount recursively with correct flags")) &&
+		(strings.Contains(bwrapStderr, "No such file or directory") || strings.Contains(bwrapStderr, "Invalid argument"))
+}
+
 // Advice turns bubblewrap's start-up error into the cause and the fix
 // (docs/kubernetes/pod-security.md for Pods).
 func Advice(bwrapStderr string) string {
@@ -339,6 +352,10 @@ func Advice(bwrapStderr string) string {
 	case ProcMountFailed(msg):
 		return fmt.Sprintf("bubblewrap cannot mount /proc, not even the outer one (%s). "+
 			"In a Pod the container runtime masks /proc; use procMount Unmasked where the node supports it; or pass --sandbox none", msg)
+	case MountTableChanged(msg):
+		return fmt.Sprintf("the host's mount table kept changing while the sandbox started (%s): a mount below / came or went "+
+			"between bubblewrap's copy of the mounts and their read-only remount, at every try (something on the host mounts "+
+			"and unmounts in a loop?). Try again", msg)
 	case strings.Contains(msg, "Race condition binding dirfd") || strings.Contains(msg, "Can't get type of source") ||
 		strings.Contains(msg, "Can't bind mount") && (strings.Contains(msg, "No such file") || strings.Contains(msg, "in mount table")):
 		return fmt.Sprintf("a directory the sandbox mounts moved while it started (%s): something renames the workspace or a directory "+

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -272,6 +274,52 @@ func TestSandboxCannotStart(t *testing.T) {
 		if !strings.Contains(end.Detail, want) {
 			t.Errorf("detail lacks %q: %s", want, end.Detail)
 		}
+	}
+}
+
+// TestSandboxStartMeetsAMountTableChange: bubblewrap fails to start when a
+// mount of the host goes between its copy of the mounts and their
+// read-only remount (a concurrent root run's workspace mount did, in CI).
+// Nothing ran, so the run starts the sandbox again; a host whose mounts
+// keep changing gets the cause after mountRaceTries starts. A stand-in
+// bwrap fails the first starts the way the real one does, then hands over
+// to the real one.
+func TestSandboxStartMeetsAMountTableChange(t *testing.T) {
+	real, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const race = `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/tmp/agentrun-host-1/ws": No such file or directory`
+	for _, tc := range []struct {
+		failures   int
+		wantStatus string
+		wantStarts int
+	}{{1, events.StatusFinished, 2}, {2, events.StatusFinished, 3}, {3, events.StatusFailed, 3}, {5, events.StatusFailed, 3}} {
+		t.Run(fmt.Sprintf("%d failures", tc.failures), func(t *testing.T) {
+			fake, state := t.TempDir(), t.TempDir()
+			starts, msg := filepath.Join(state, "starts"), filepath.Join(state, "message")
+			if err := os.WriteFile(msg, []byte(race+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			script := fmt.Sprintf("#!/bin/sh\necho x >> '%s'\nif [ $(wc -l < '%s') -le %d ]; then cat '%s' >&2; exit 1; fi\nexec '%s' \"$@\"\n",
+				starts, starts, tc.failures, msg, real)
+			if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			bin := fakeCLI(t, realCapture(t, "tool"), "")
+			r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir()}, prompt: "hi",
+				env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "PATH=" + fake + ":/usr/bin:/bin"}})
+			end := r.end()
+			if end == nil || end.Status != tc.wantStatus {
+				t.Fatalf("ended %+v; want %s\nstderr %s", end, tc.wantStatus, r.stderr)
+			}
+			if data, _ := os.ReadFile(starts); bytes.Count(data, []byte("\n")) != tc.wantStarts {
+				t.Errorf("bubblewrap started %d times; want %d", bytes.Count(data, []byte("\n")), tc.wantStarts)
+			}
+			if tc.wantStatus == events.StatusFailed && !strings.Contains(end.Detail, "mount table kept changing") {
+				t.Errorf("detail lacks the cause: %s", end.Detail)
+			}
+		})
 	}
 }
 
