@@ -374,54 +374,72 @@ func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *pla
 			}
 			continue
 		}
-		kind := placeholderFor(p)
-		// Twice at most: a path that is gone once locked was another
-		// run's placeholder, removed as that run ended. One gone twice
-		// is refused rather than left out of the deny list.
-		try := 0
-		for ; try < 2; try++ {
-			st, err := os.Stat(p)
-			if errors.Is(err, fs.ErrPermission) {
-				break
-			}
-			if err != nil && !os.IsNotExist(err) {
-				return nil, ps, err
-			}
-			if err != nil {
-				if kind == placeholderNone {
-					break // nothing to hide, and nothing made
-				}
-				real, err := ps.make(p, kind == placeholderFile)
-				if err != nil {
-					return nil, ps, err
-				}
-				if real != "" {
-					add(real, kind != placeholderFile)
-				}
-				break
-			}
-			// bwrap mounts inside the new root, where an absolute symlink on
-			// the way (/var/run -> /run) would point out of it: mount at the
-			// real path.
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				return nil, ps, err
-			}
-			if kind != placeholderNone {
-				if still, err := holdDenyPath(ps, real); err != nil {
-					return nil, ps, err
-				} else if !still {
-					continue
-				}
-			}
-			add(real, st.IsDir())
-			break
+		real, isDir, err := lockDenyPath(ps, p, placeholderFor(p))
+		if err != nil {
+			return nil, ps, err
 		}
-		if try == 2 {
-			return nil, ps, fmt.Errorf("deny path %q went twice while it was being locked (other runs' placeholders, made and removed); run again", p)
+		if real != "" {
+			add(real, isDir)
 		}
 	}
 	return out, ps, nil
+}
+
+// denyPathTries bounds the looks at one deny path in lockDenyPath. A look
+// fails only when the path went between the look and its lock, which is
+// another run's placeholder removed as that run ended, or came between
+// the look and the making of a placeholder, which is another run's made
+// meanwhile: each means another run started or ended in those few system
+// calls. Eight in a row is no coincidence of concurrent runs.
+const denyPathTries = 8
+
+// lockDenyPath makes the deny path p one the sandbox can mount over for
+// the whole run: it holds the existing path (placeholders.hold), or makes
+// its placeholder when it is missing (kind), and returns the path to
+// mount over as the kernel names it, or "" when there is nothing to hide
+// (missing with no placeholder to make, or where this user may not look).
+// It looks again when the path went or came meanwhile (concurrent runs
+// share placeholders), and fails rather than leave it out of the deny
+// list when it never holds still.
+func lockDenyPath(ps *placeholders, p string, kind placeholder) (real string, isDir bool, err error) {
+	for range denyPathTries {
+		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrPermission) {
+			return "", false, nil
+		}
+		if err != nil && !os.IsNotExist(err) {
+			return "", false, err
+		}
+		if err != nil {
+			if kind == placeholderNone {
+				return "", false, nil // nothing to hide, and nothing made
+			}
+			real, err := ps.make(p, kind == placeholderFile)
+			if errors.Is(err, errPlaceholderCame) {
+				continue // another run's, made meanwhile: hold it
+			}
+			return real, kind != placeholderFile, err
+		}
+		// bwrap mounts inside the new root, where an absolute symlink on
+		// the way (/var/run -> /run) would point out of it: mount at the
+		// real path.
+		real, err := filepath.EvalSymlinks(p)
+		if os.IsNotExist(err) {
+			continue // gone since the look
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if kind != placeholderNone {
+			if still, err := holdDenyPath(ps, real); err != nil {
+				return "", false, err
+			} else if !still {
+				continue
+			}
+		}
+		return real, st.IsDir(), nil
+	}
+	return "", false, fmt.Errorf("deny path %q came and went %d times while it was being locked (other runs' placeholders, made and removed); run again", p, denyPathTries)
 }
 
 // holdDenyPath is placeholders.hold; a variable for the test of a deny

@@ -563,10 +563,11 @@ func TestPlaceholderDirectorySwappedIn(t *testing.T) {
 	}
 }
 
-// TestDenyPathGoneTwiceIsRefused: a deny path that is gone each time it is
-// locked (other runs making and removing it) fails the start instead of
-// being left out of the deny list.
-func TestDenyPathGoneTwiceIsRefused(t *testing.T) {
+// TestDenyPathThatKeepsGoingIsRefused: a deny path that is gone each time
+// it is locked (other runs making and removing it) is looked at again, up
+// to denyPathTries times, and then fails the start instead of being left
+// out of the deny list.
+func TestDenyPathThatKeepsGoingIsRefused(t *testing.T) {
 	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-") // not /tmp: no placeholders there
 	if err != nil {
 		t.Fatal(err)
@@ -577,12 +578,58 @@ func TestDenyPathGoneTwiceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func(h func(*placeholders, string) (bool, error)) { holdDenyPath = h }(holdDenyPath)
-	holdDenyPath = func(*placeholders, string) (bool, error) { return false, nil }
-	deny, ps, err := prepareDeny([]string{p}, nil)
-	if err == nil || !strings.Contains(err.Error(), "went twice") {
-		t.Fatalf("prepareDeny = %+v, %v; want the path refused", deny, err)
+	for _, tc := range []struct {
+		gone    int // the looks at which the path is gone once locked
+		refused bool
+	}{{0, false}, {1, false}, {denyPathTries - 1, false}, {denyPathTries, true}} {
+		t.Run(fmt.Sprintf("gone %d times", tc.gone), func(t *testing.T) {
+			looks := 0
+			holdDenyPath = func(ps *placeholders, real string) (bool, error) {
+				if looks++; looks <= tc.gone {
+					return false, nil
+				}
+				return ps.hold(real)
+			}
+			deny, ps, err := prepareDeny([]string{p}, nil)
+			defer ps.close()
+			if tc.refused {
+				if err == nil || !strings.Contains(err.Error(), "came and went") {
+					t.Fatalf("prepareDeny = %+v, %v; want the path refused", deny, err)
+				}
+				return
+			}
+			if err != nil || len(deny) != 1 || deny[0].Path != p {
+				t.Fatalf("prepareDeny = %+v, %v; want %s denied", deny, err, p)
+			}
+		})
 	}
-	ps.close()
+}
+
+// TestPlaceholderThatCameMeanwhile: when the name of a missing deny path
+// is taken between the look and the making of its placeholder (another
+// run made its own), make says so and the path is looked at again, not
+// left out; a dangling link there is left alone as before (nothing is
+// made through it, and there is nothing to hide).
+func TestPlaceholderThatCameMeanwhile(t *testing.T) {
+	base := t.TempDir()
+	came, link := filepath.Join(base, ".aws"), filepath.Join(base, ".ssh")
+	if err := os.Mkdir(came, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "nowhere"), link); err != nil {
+		t.Fatal(err)
+	}
+	ps := &placeholders{}
+	defer ps.close()
+	if real, err := ps.make(came, false); !errors.Is(err, errPlaceholderCame) {
+		t.Errorf("make over a directory that came = %q, %v; want errPlaceholderCame", real, err)
+	}
+	if real, err := ps.make(link, false); real != "" || err != nil {
+		t.Errorf("make over a dangling link = %q, %v; want nothing made", real, err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "nowhere")); err == nil {
+		t.Errorf("a placeholder was made through the link")
+	}
 }
 
 // TestAdoptTakesOnlyWhatMakeMakes: a marked empty directory is adopted (and

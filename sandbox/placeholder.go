@@ -69,12 +69,17 @@ const placeholderMark = "user.agentrun.placeholder"
 // placeholderGuard is the walk to a placeholder's directory.
 var placeholderGuard = safefile.Guard{OthersUntrusted: true}
 
+// errPlaceholderCame is make's answer when something other than a link
+// took the name meanwhile (another run's placeholder, most likely): the
+// caller looks at the path again.
+var errPlaceholderCame = errors.New("the deny path appeared while its placeholder was made")
+
 // make creates the placeholder for the missing deny path p (a file when
 // isFile), as described above. It returns the placeholder's path as the
 // kernel names it (for the mount), or "" when none was made: the path goes
 // through a link, its directory is missing or another user's (for a
-// caller that is not root), or the name exists after all (another run
-// made it; a dangling link).
+// caller that is not root), or it is a dangling link. When something else
+// took the name meanwhile it returns errPlaceholderCame.
 func (ps *placeholders) make(p string, isFile bool) (string, error) {
 	dir, name, err := placeholderGuard.Parent(p)
 	if err != nil {
@@ -102,7 +107,11 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 	f, err := createPlaceholder(int(dir.Fd()), name, isFile)
 	switch {
 	case errors.Is(err, fs.ErrExist):
-		return "", nil // made meanwhile, or a link: not ours
+		var st unix.Stat_t
+		if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return "", nil // a dangling link: not followed, and nothing to hide
+		}
+		return "", errPlaceholderCame
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		return "", nil // neither can the run create it
 	case err != nil:
