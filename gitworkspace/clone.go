@@ -187,7 +187,7 @@ func (c *Checkout) resolveRef(ctx context.Context, auth *hostGit) (string, strin
 		return head, head, nil
 	case ref == "":
 		return "", "", fmt.Errorf("%s names no default branch: pass --ref", c.remote)
-	case hexID.MatchString(ref):
+	case hexID().MatchString(ref):
 		return ref, ref, nil
 	case refs[ref] && strings.HasPrefix(ref, "refs/"):
 		return ref, ref, nil

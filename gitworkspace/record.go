@@ -156,7 +156,7 @@ func readHead(g safefile.Guard, gitDir string) (string, error) {
 		return "", fmt.Errorf("its .git/HEAD cannot be read (%v)", err)
 	}
 	v := strings.TrimSpace(string(b))
-	if hexID.MatchString(v) {
+	if hexID().MatchString(v) {
 		return v, nil
 	}
 	ref, ok := strings.CutPrefix(v, "ref: ")
@@ -164,7 +164,7 @@ func readHead(g safefile.Guard, gitDir string) (string, error) {
 		return "", fmt.Errorf("its .git/HEAD is neither a commit id nor a branch (%q)", cut(v, 80))
 	}
 	if b, err := g.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref)), maxRefFile); err == nil {
-		if id := strings.TrimSpace(string(b)); hexID.MatchString(id) {
+		if id := strings.TrimSpace(string(b)); hexID().MatchString(id) {
 			return id, nil
 		}
 		return "", fmt.Errorf("its %s is not a commit id", ref)
@@ -174,7 +174,7 @@ func readHead(g safefile.Guard, gitDir string) (string, error) {
 		return "", fmt.Errorf("its HEAD names %s, which it does not hold", ref)
 	}
 	for _, line := range strings.Split(string(packed), "\n") {
-		if id, name, ok := strings.Cut(line, " "); ok && name == ref && hexID.MatchString(id) {
+		if id, name, ok := strings.Cut(line, " "); ok && name == ref && hexID().MatchString(id) {
 			return id, nil
 		}
 	}
@@ -182,9 +182,9 @@ func readHead(g safefile.Guard, gitDir string) (string, error) {
 }
 
 var (
-	looseDir  = regexp.MustCompile(`^[0-9a-f]{2}$`)
-	looseFile = regexp.MustCompile(`^[0-9a-f]{38}([0-9a-f]{24})?$`)
-	packFile  = regexp.MustCompile(`^pack-[0-9a-f]{40}([0-9a-f]{24})?\.pack$`)
+	looseDir  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{2}$`) })
+	looseFile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{38}([0-9a-f]{24})?$`) })
+	packFile  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^pack-[0-9a-f]{40}([0-9a-f]{24})?\.pack$`) })
 )
 
 // copyObjects copies the agent's loose objects and packs into dst, within
@@ -208,7 +208,7 @@ func (c *Checkout) copyObjects(ctx context.Context, g safefile.Guard, src, dst s
 	}
 	for _, e := range entries {
 		switch {
-		case e.IsDir() && looseDir.MatchString(e.Name()):
+		case e.IsDir() && looseDir().MatchString(e.Name()):
 			files, err := g.ReadDir(filepath.Join(src, e.Name()))
 			if err != nil {
 				continue
@@ -217,7 +217,7 @@ func (c *Checkout) copyObjects(ctx context.Context, g safefile.Guard, src, dst s
 				return err
 			}
 			for _, f := range files {
-				if f.Type().IsRegular() && looseFile.MatchString(f.Name()) {
+				if f.Type().IsRegular() && looseFile().MatchString(f.Name()) {
 					if err := take(filepath.Join(src, e.Name(), f.Name()), filepath.Join(dst, e.Name(), f.Name())); err != nil {
 						return err
 					}
@@ -229,7 +229,7 @@ func (c *Checkout) copyObjects(ctx context.Context, g safefile.Guard, src, dst s
 				continue
 			}
 			for _, f := range files {
-				if !f.Type().IsRegular() || !packFile.MatchString(f.Name()) {
+				if !f.Type().IsRegular() || !packFile().MatchString(f.Name()) {
 					continue
 				}
 				to := filepath.Join(dst, "pack", f.Name())

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Push modes (`--push`): what agentrun does with the change.
@@ -193,7 +194,7 @@ func parseRemote(raw string, plainHTTP bool) (*remote, error) {
 		return nil, fmt.Errorf("--repo %q has no host", raw)
 	case u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
 		return nil, fmt.Errorf("--repo %q: a repository URL has no query or fragment", raw)
-	case !safePath.MatchString(u.Path):
+	case !safePath().MatchString(u.Path):
 		return nil, fmt.Errorf("--repo %q: the path must name a repository (letters, digits, . _ - ~ and /), such as /owner/name.git", raw)
 	}
 	port := 443
@@ -211,7 +212,7 @@ func parseRemote(raw string, plainHTTP bool) (*remote, error) {
 
 // safePath is a repository path: segments of URL-safe characters, no
 // empty, "." or ".." segment (the fetch scope compares paths as text).
-var safePath = regexp.MustCompile(`^(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+/?$`)
+var safePath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+/?$`) })
 
 // String is the URL as given.
 func (r *remote) String() string { return r.url.String() }
@@ -228,13 +229,13 @@ func (r *remote) hostHeaderKey() string {
 
 // validBranch is what agentrun accepts as a branch name: git's rules
 // (check-ref-format --branch) and no more than 200 bytes.
-var branchRe = regexp.MustCompile(`^[A-Za-z0-9._/+-]+$`)
+var branchRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._/+-]+$`) })
 
 func validBranch(b string) error {
 	switch {
 	case b == "" || len(b) > 200:
 		return fmt.Errorf("--branch %q: give a branch name of 1 to 200 characters", b)
-	case !branchRe.MatchString(b), strings.HasPrefix(b, "-"), strings.HasPrefix(b, "/"), strings.HasSuffix(b, "/"),
+	case !branchRe().MatchString(b), strings.HasPrefix(b, "-"), strings.HasPrefix(b, "/"), strings.HasSuffix(b, "/"),
 		strings.HasSuffix(b, "."), strings.HasSuffix(b, ".lock"), strings.Contains(b, ".."), strings.Contains(b, "//"),
 		strings.Contains(b, "/."), strings.HasPrefix(b, "."), b == "HEAD":
 		return fmt.Errorf("--branch %q is not a branch name git accepts (letters, digits and . _ / + -, no .. or //, not ending in / . or .lock)", b)
@@ -248,7 +249,7 @@ func validRef(r string) error {
 	if r == "" {
 		return nil
 	}
-	if hexID.MatchString(r) {
+	if hexID().MatchString(r) {
 		return nil
 	}
 	name := strings.TrimPrefix(r, "refs/")
@@ -258,4 +259,4 @@ func validRef(r string) error {
 	return nil
 }
 
-var hexID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var hexID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) })

@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentrun-dev/agentrun/adapters"
 	"github.com/agentrun-dev/agentrun/events"
@@ -203,7 +204,9 @@ func (a *Adapter) toolResult(m *wireMessage, emit adapters.Emit) {
 
 // bashMarker is one of the lines dsh's bash tool appends to a command's
 // output: the sandbox's denial, a timeout, a signal, a non-zero exit.
-var bashMarker = regexp.MustCompile(`^\[(exit code: -?[0-9]+|killed by signal: [A-Z0-9]+|timed out after [0-9]+ms|sandbox: .*)\]$`)
+var bashMarker = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[(exit code: -?[0-9]+|killed by signal: [A-Z0-9]+|timed out after [0-9]+ms|sandbox: .*)\]$`)
+})
 
 // bashFailed reports whether a bash result ends with the marker of a
 // command that failed. dsh sets isError only when the command could not
@@ -212,7 +215,7 @@ var bashMarker = regexp.MustCompile(`^\[(exit code: -?[0-9]+|killed by signal: [
 func (a *Adapter) bashFailed(raw json.RawMessage) bool {
 	text := a.textOf(raw)
 	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	for i := len(lines) - 1; i >= 0 && bashMarker.MatchString(lines[i]); i-- {
+	for i := len(lines) - 1; i >= 0 && bashMarker().MatchString(lines[i]); i-- {
 		if lines[i] != "[exit code: 0]" {
 			return true
 		}
