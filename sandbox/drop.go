@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun-dev/agentrun/internal/phases"
+	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
 
 // A root caller's agent must not be the host's root. Inside bubblewrap's
@@ -83,9 +84,9 @@ type dropped struct {
 // needsDrop reports whether the agent would otherwise run as the host's root.
 func needsDrop() bool { return os.Geteuid() == 0 }
 
-// newDropped prepares a root caller's sandbox for cfg. holder starts the
-// init in hold mode (see holdFlag).
-func newDropped(cfg Config, holder []string) (d *dropped, err error) {
+// newDropped prepares a root caller's sandbox for cfg. helper starts the
+// init, which makes the user namespaces (initproc.UsernsFlag).
+func newDropped(cfg Config, helper []string) (d *dropped, err error) {
 	d = &dropped{}
 	defer func() {
 		if err != nil {
@@ -93,23 +94,18 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 		}
 	}()
 	// The processes' ids are read while the namespaces are made for an
-	// id that the files leave free (reading /proc takes as long as
-	// starting a holder); an id a process turns out to use, which almost
-	// never happens, is drawn again with them (agentHostID).
+	// id that the files leave free (reading /proc takes longer than
+	// making them); an id a process turns out to use, which almost never
+	// happens, is drawn again with them (agentHostID).
 	phases.Mark("drop-host-uid")
-	procs := make(chan map[int]bool, 1)
-	go func() {
-		ids := map[int]bool{}
-		procIDs(hostFiles.proc, ids)
-		procs <- ids
-	}()
+	procs := readRunningIDs()
 	filesOnly := hostFiles
 	filesOnly.proc = ""
 	var wsNS *os.File
 	d.hostUID, err = agentHostID(randomHostID, hostIDsInUse(filesOnly), func() map[int]bool { return <-procs },
 		func(id int) (err error) {
 			phases.Mark("drop-userns")
-			d.userns, wsNS, err = newNamespaces(holder, cfg.Dir, id)
+			d.userns, wsNS, err = newNamespaces(helper, cfg.Dir, id)
 			return err
 		},
 		func() {
@@ -158,35 +154,67 @@ func newDropped(cfg Config, holder []string) (d *dropped, err error) {
 
 // newNamespaces makes the agent's user namespace (0 to 0 for bubblewrap's
 // set-up, AgentUID to hostUID) and the one that maps the workspace's owner
-// to hostUID for its idmapped mount, at once: each costs the start of a
-// holder process.
-func newNamespaces(holder []string, ws *Workspace, hostUID int) (agent, wsNS *os.File, err error) {
-	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: AgentUID, HostID: hostUID, Size: 1}}
-	var agentErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		agent, agentErr = newUserNS(holder, ids, ids)
-	}()
-	wsNS, err = newUserNS(holder,
-		[]syscall.SysProcIDMap{{ContainerID: ws.UID, HostID: hostUID, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: ws.GID, HostID: hostUID, Size: 1}})
-	<-done
-	switch {
-	case agentErr != nil:
-		err = fmt.Errorf("cannot create the agent's user namespace: %w", agentErr)
-	case err != nil:
-		err = fmt.Errorf("cannot give the workspace %s to the agent's user (a user namespace for its idmapped mount): %w", ws.Path, err)
-	}
+// to hostUID for its idmapped mount. The init makes both, started once as
+// a helper (initproc.UsernsFlag) by vfork: the runner itself cannot, and a
+// fork of it would cost its page tables (twice, one per namespace, as it
+// was).
+func newNamespaces(helper []string, ws *Workspace, hostUID int) (agent, wsNS *os.File, err error) {
+	ids := []initproc.IDMap{{Inside: 0, Outside: 0, Count: 1}, {Inside: AgentUID, Outside: hostUID, Count: 1}}
+	fds, err := userNamespaces(helper, initproc.FormatIDMaps(ids, ids),
+		initproc.FormatIDMaps([]initproc.IDMap{{Inside: ws.UID, Outside: hostUID, Count: 1}},
+			[]initproc.IDMap{{Inside: ws.GID, Outside: hostUID, Count: 1}}))
 	if err != nil {
-		for _, f := range []*os.File{agent, wsNS} {
-			if f != nil {
-				f.Close()
-			}
-		}
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("cannot create the agent's user namespaces: %w", err)
 	}
-	return agent, wsNS, nil
+	return fds[0], fds[1], nil
+}
+
+// userNamespaces runs the init as the namespace helper for these maps
+// (initproc.FormatIDMaps each) and returns the handles it sends.
+func userNamespaces(helper []string, maps ...string) ([]*os.File, error) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "userns"), os.NewFile(uintptr(pair[1]), "userns-helper")
+	defer ours.Close()
+	cmd := exec.Command(helper[0], append(append(helper[1:len(helper):len(helper)], initproc.UsernsFlag), maps...)...)
+	// It needs no environment, and the runner's (the agent container's,
+	// in a Pod) may hold loader variables (loaderenv.go).
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{theirs} // initproc.UsernsFD
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Start()
+	theirs.Close()
+	if err != nil {
+		return nil, err
+	}
+	// The helper's end closes when it exits: a helper that failed gives
+	// EOF, and its stderr says why.
+	oob := make([]byte, syscall.CmsgSpace(len(maps)*4))
+	_, oobn, _, _, rerr := syscall.Recvmsg(int(ours.Fd()), make([]byte, 16), oob, syscall.MSG_CMSG_CLOEXEC)
+	var fds []int
+	if rerr == nil {
+		if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+			fds, _ = syscall.ParseUnixRights(&msgs[0])
+		}
+	}
+	if len(fds) != len(maps) {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		werr := cmd.Wait()
+		return nil, fmt.Errorf("the namespace helper %s failed: %v %v: %s", helper[0], rerr, werr, bytes.TrimSpace(stderr.Bytes()))
+	}
+	// Its work is done once the handles are here: it is reaped while the
+	// sandbox starts (its exit is half a millisecond).
+	go func() { _ = cmd.Wait() }()
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "userns")
+	}
+	return files, nil
 }
 
 // release detaches what the host side no longer needs once bubblewrap has
@@ -272,6 +300,17 @@ func agentHostID(draw func() int, filesInUse func(int) bool, running func() map[
 		undo()
 		inUse = func(id int) bool { return filesInUse(id) || procs[id] }
 	}
+}
+
+// readRunningIDs reads the running processes' ids in the background.
+func readRunningIDs() chan map[int]bool {
+	ch := make(chan map[int]bool, 1)
+	go func() {
+		ids := map[int]bool{}
+		procIDs(hostFiles.proc, ids)
+		ch <- ids
+	}()
+	return ch
 }
 
 // hostSources are where the host's ids are read.
@@ -381,33 +420,6 @@ func forFields(path string, f func([]string)) {
 			f(strings.Split(line, ":"))
 		}
 	}
-}
-
-// newUserNS returns a handle on a new user namespace with these id maps,
-// made by starting holder in it (the runner is multi-threaded and cannot
-// unshare a user namespace itself). The holder is killed as soon as the
-// handle is open: the namespace lives on in it, and the holder has
-// nothing to do (it waits on its stdin only so that it cannot exit before).
-func newUserNS(holder []string, uids, gids []syscall.SysProcIDMap) (*os.File, error) {
-	cmd := exec.Command(holder[0], append(holder[1:], holdFlag)...)
-	// It needs no environment, and the runner's (the agent container's,
-	// in a Pod) may hold loader variables (loaderenv.go).
-	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
-		UidMappings: uids, GidMappings: gids, GidMappingsEnableSetgroups: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
-	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 }
 
 // idmappedBind attaches at target a copy of the mount tree at the open

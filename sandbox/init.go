@@ -32,8 +32,5 @@ const ControlFD = initproc.ControlFD
 // initproc, which is that process).
 type InitOptions = initproc.Options
 
-// holdFlag makes the init wait for its stdin to close (initproc.HoldFlag).
-const holdFlag = initproc.HoldFlag
-
 // InitMain is the first process inside the sandbox (initproc.Main).
 func InitMain(args []string, stderr io.Writer) int { return initproc.Main(args, stderr) }

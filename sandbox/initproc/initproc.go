@@ -67,15 +67,15 @@ func (o Options) Args() []string {
 	return a
 }
 
-// HoldFlag makes the init wait for its stdin to close: the runner starts it
-// in a new user namespace only to take a handle on that namespace.
-const HoldFlag = "--hold"
-
-// Main parses the init's flags and runs Run, or holds (see HoldFlag). It returns the exit code: the agent's, or 127 when the agent
-// could not be started, as a shell does.
+// Main parses the init's flags and runs Run, or makes user namespaces for
+// the runner (UsernsFlag). It returns the exit code: the agent's, or 127
+// when the agent could not be started, as a shell does.
 func Main(args []string, stderr io.Writer) int {
-	if len(args) == 1 && args[0] == HoldFlag {
-		_, _ = io.Copy(io.Discard, os.Stdin)
+	if len(args) > 0 && args[0] == UsernsFlag {
+		if err := makeUserNamespaces(args[1:]); err != nil {
+			fmt.Fprintln(stderr, "sandbox-init:", err)
+			return 1
+		}
 		return 0
 	}
 	o := Options{UID: -1, GID: -1}

@@ -1,0 +1,178 @@
+package initproc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A root caller's drop needs two user namespaces before bubblewrap starts
+// (package sandbox, drop.go). A user namespace is made by a process, but
+// needs none to live on: an open handle on it (/proc/PID/ns/user) keeps it.
+// The runner cannot make one itself (a multi-threaded process may not
+// unshare a user namespace), and every fork of it copies its page tables
+// and leaves its heap copy-on-write (a fault at each page it writes next),
+// so it starts this init once, with vfork, as a helper (UsernsFlag): the
+// helper, a small process, makes each namespace by a child that exits at
+// once (clone3 with CLONE_NEWUSER and no exec), writes its id maps and
+// opens its namespace while the child is a zombie (a zombie keeps its
+// credentials, and with them its user namespace, until it is reaped, and
+// its pid cannot be reused before), and hands the handles to the runner
+// over UsernsFD.
+
+// UsernsFlag makes the init the helper above: each argument after it is
+// one namespace's maps (FormatIDMaps).
+const UsernsFlag = "--make-userns"
+
+// UsernsFD is the socket over which the helper sends the namespaces' handles,
+// in the order asked, in one message.
+const UsernsFD = 3
+
+// IDMap is one line of a uid_map or gid_map.
+type IDMap struct{ Inside, Outside, Count int }
+
+// FormatIDMaps renders one namespace's uid and gid maps as the helper's
+// argument: "IN OUT N,IN OUT N/IN OUT N".
+func FormatIDMaps(uids, gids []IDMap) string {
+	format := func(ms []IDMap) string {
+		parts := make([]string, len(ms))
+		for i, m := range ms {
+			parts[i] = fmt.Sprintf("%d %d %d", m.Inside, m.Outside, m.Count)
+		}
+		return strings.Join(parts, ",")
+	}
+	return format(uids) + "/" + format(gids)
+}
+
+// parseIDMaps reads FormatIDMaps's argument back into the two maps as the
+// kernel takes them (one line each).
+func parseIDMaps(arg string) (uidMap, gidMap string, err error) {
+	uids, gids, ok := strings.Cut(arg, "/")
+	if !ok {
+		return "", "", fmt.Errorf("id maps %q: want UIDS/GIDS", arg)
+	}
+	var out [2]string
+	for i, ms := range []string{uids, gids} {
+		for _, m := range strings.Split(ms, ",") {
+			f := strings.Fields(m)
+			if len(f) != 3 {
+				return "", "", fmt.Errorf("id map %q: want INSIDE OUTSIDE COUNT", m)
+			}
+			for _, n := range f {
+				if _, err := strconv.ParseUint(n, 10, 32); err != nil {
+					return "", "", fmt.Errorf("id map %q: %w", m, err)
+				}
+			}
+			out[i] += strings.Join(f, " ") + "\n"
+		}
+	}
+	return out[0], out[1], nil
+}
+
+// makeUserNamespaces is the helper's whole run: one namespace per argument,
+// their handles sent over UsernsFD.
+func makeUserNamespaces(args []string) error {
+	if len(args) == 0 {
+		return errors.New("no namespace asked for")
+	}
+	sock := os.NewFile(UsernsFD, "userns")
+	defer sock.Close()
+	fds := make([]int, 0, len(args))
+	for _, arg := range args {
+		uidMap, gidMap, err := parseIDMaps(arg)
+		if err != nil {
+			return err
+		}
+		fd, err := newUserNS(uidMap, gidMap)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+	}
+	return syscall.Sendmsg(int(sock.Fd()), []byte("userns"), syscall.UnixRights(fds...), nil, 0)
+}
+
+// newUserNS makes a user namespace with these maps and returns an open
+// descriptor of it.
+func newUserNS(uidMap, gidMap string) (int, error) {
+	pid, err := forkIntoUserNS()
+	if err != nil {
+		return -1, fmt.Errorf("clone3(CLONE_NEWUSER): %w", err)
+	}
+	defer reap(pid)
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	// setgroups stays allowed: the helper is root in the parent namespace,
+	// so it may write the gid map without denying it.
+	for _, m := range [][2]string{{"uid_map", uidMap}, {"gid_map", gidMap}} {
+		if err := os.WriteFile(dir+m[0], []byte(m[1]), 0); err != nil {
+			return -1, err
+		}
+	}
+	return unix.Open(dir+"ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}
+
+// cloneArgs is the kernel's struct clone_args up to tls (its first
+// version, CLONE_ARGS_SIZE_VER0: every kernel with clone3 takes it).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls uint64
+}
+
+// forkIntoUserNS forks a child in a new user namespace that exits at once,
+// and returns its pid, unreaped. The child runs on a copy of this thread
+// with every signal blocked (a handler of the Go runtime must not run in
+// it: it would find the runtime's other threads gone), as the runtime's own
+// fork does.
+func forkIntoUserNS() (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, old unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^uint64(0)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
+		return 0, err
+	}
+	args := &cloneArgs{flags: unix.CLONE_NEWUSER, exitSignal: uint64(syscall.SIGCHLD)}
+	pid, errno := cloneAndExit(uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args))
+	runtime.KeepAlive(args)
+	// rt_sigprocmask fails only on a bad argument, which these are not.
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(pid), nil
+}
+
+// cloneAndExit is clone3(args); the child exits at once. Nothing after the
+// system call may grow the stack or touch the runtime in the child: it is
+// a copy of this process with one thread, whose other threads (and the
+// locks they hold) are gone.
+//
+//go:nosplit
+//go:norace
+func cloneAndExit(args, size uintptr) (uintptr, syscall.Errno) {
+	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, args, size, 0)
+	if errno == 0 && pid == 0 {
+		for {
+			syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+		}
+	}
+	return pid, errno
+}
+
+// reap waits for the child forkIntoUserNS made.
+func reap(pid int) {
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			return
+		}
+	}
+}
