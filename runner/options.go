@@ -190,7 +190,11 @@ func prepare(o Options) (_ *prepared, err error) {
 // checks and the sandbox's mounts apply to that directory, wherever its
 // path leads meanwhile.
 func prepareWorkspace(cwd, envFile string, env, passEnv []string, so podcontract.SandboxFlags) (_ *prepared, err error) {
-	ws, err := openWorkspace(cwd, so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap)
+	sandboxed := so.Sandbox == sandbox.Bubblewrap || so.Sandbox == "" && defaultSandbox() == sandbox.Bubblewrap
+	if sandboxed {
+		sandbox.PrefetchHostIDs() // a root caller's drop needs them (read meanwhile)
+	}
+	ws, err := openWorkspace(cwd, sandboxed)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -95,10 +96,11 @@ func newDropped(cfg Config, helper []string) (d *dropped, err error) {
 	}()
 	// The processes' ids are read while the namespaces are made for an
 	// id that the files leave free (reading /proc takes longer than
-	// making them); an id a process turns out to use, which almost never
-	// happens, is drawn again with them (agentHostID).
+	// making them; PrefetchHostIDs starts it earlier); an id a process
+	// turns out to use, which almost never happens, is drawn again with
+	// them (agentHostID).
 	phases.Mark("drop-host-uid")
-	procs := readRunningIDs()
+	procs := takeRunningIDs()
 	filesOnly := hostFiles
 	filesOnly.proc = ""
 	var wsNS *os.File
@@ -300,6 +302,43 @@ func agentHostID(draw func() int, filesInUse func(int) bool, running func() map[
 		undo()
 		inUse = func(id int) bool { return filesInUse(id) || procs[id] }
 	}
+}
+
+// The ids of the host's processes are read in the background, from the
+// start of a run if it calls PrefetchHostIDs: reading /proc costs a
+// millisecond or two, which the run's own start (flags, workspace,
+// repository search) then covers.
+var prefetchedIDs struct {
+	sync.Mutex
+	ids chan map[int]bool
+}
+
+// PrefetchHostIDs starts reading the ids of the host's running processes,
+// which a root caller's drop checks its agent's id against (newDropped),
+// while the run goes on; it does nothing for a caller that makes no drop.
+// The next sandbox prepared uses what it read.
+func PrefetchHostIDs() {
+	if !needsDrop() {
+		return
+	}
+	prefetchedIDs.Lock()
+	defer prefetchedIDs.Unlock()
+	if prefetchedIDs.ids == nil {
+		prefetchedIDs.ids = readRunningIDs()
+	}
+}
+
+// takeRunningIDs is what PrefetchHostIDs started reading, once; or a read
+// started now.
+func takeRunningIDs() chan map[int]bool {
+	prefetchedIDs.Lock()
+	ids := prefetchedIDs.ids
+	prefetchedIDs.ids = nil
+	prefetchedIDs.Unlock()
+	if ids == nil {
+		ids = readRunningIDs()
+	}
+	return ids
 }
 
 // readRunningIDs reads the running processes' ids in the background.
