@@ -310,6 +310,7 @@ func managerOptions(c config, scheme *runtime.Scheme) (ctrl.Options, error) {
 		// instead of after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
+		NewCache:                      controllers.NewCache,
 	}, nil
 }
 
