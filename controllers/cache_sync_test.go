@@ -33,7 +33,9 @@ func (c *fakeCache) GetInformer(_ context.Context, obj client.Object, _ ...cache
 	return c.informers[kindOf(obj)], nil
 }
 
-func (c *fakeCache) IndexField(context.Context, client.Object, string, client.IndexerFunc) error { return nil }
+func (c *fakeCache) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
+	return nil
+}
 
 func (c *fakeCache) WaitForCacheSync(context.Context) bool {
 	all := true

@@ -161,7 +161,7 @@ func cloneAndExit(args, size uintptr) (uintptr, syscall.Errno) {
 	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, args, size, 0)
 	if errno == 0 && pid == 0 {
 		for {
-			syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+			_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
 		}
 	}
 	return pid, errno
