@@ -139,9 +139,7 @@ func forkIntoUserNS() (int, error) {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
 		return 0, err
 	}
-	args := &cloneArgs{flags: unix.CLONE_NEWUSER, exitSignal: uint64(syscall.SIGCHLD)}
-	pid, errno := cloneAndExit(uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args))
-	runtime.KeepAlive(args)
+	pid, errno := cloneAndExit(&cloneArgs{flags: unix.CLONE_NEWUSER, exitSignal: uint64(syscall.SIGCHLD)})
 	// rt_sigprocmask fails only on a bad argument, which these are not.
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	if errno != 0 {
@@ -157,8 +155,8 @@ func forkIntoUserNS() (int, error) {
 //
 //go:nosplit
 //go:norace
-func cloneAndExit(args, size uintptr) (uintptr, syscall.Errno) {
-	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, args, size, 0)
+func cloneAndExit(args *cloneArgs) (uintptr, syscall.Errno) {
+	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), 0)
 	if errno == 0 && pid == 0 {
 		for {
 			_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
