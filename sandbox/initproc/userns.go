@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +20,7 @@ import (
 // and leaves its heap copy-on-write (a fault at each page it writes next),
 // so it starts this init once, with vfork, as a helper (UsernsFlag): the
 // helper, a small process, makes each namespace by a child that exits at
-// once (clone3 with CLONE_NEWUSER and no exec), writes its id maps and
+// once (clone with CLONE_NEWUSER and no exec), writes its id maps and
 // opens its namespace while the child is a zombie (a zombie keeps its
 // credentials, and with them its user namespace, until it is reaped, and
 // its pid cannot be reused before), and hands the handles to the runner
@@ -104,7 +103,7 @@ func makeUserNamespaces(args []string) error {
 func newUserNS(uidMap, gidMap string) (int, error) {
 	pid, err := forkIntoUserNS()
 	if err != nil {
-		return -1, fmt.Errorf("clone3(CLONE_NEWUSER): %w", err)
+		return -1, fmt.Errorf("clone(CLONE_NEWUSER): %w", err)
 	}
 	defer reap(pid)
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
@@ -116,12 +115,6 @@ func newUserNS(uidMap, gidMap string) (int, error) {
 		}
 	}
 	return unix.Open(dir+"ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-}
-
-// cloneArgs is the kernel's struct clone_args up to tls (its first
-// version, CLONE_ARGS_SIZE_VER0: every kernel with clone3 takes it).
-type cloneArgs struct {
-	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls uint64
 }
 
 // forkIntoUserNS forks a child in a new user namespace that exits at once,
@@ -139,7 +132,7 @@ func forkIntoUserNS() (int, error) {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
 		return 0, err
 	}
-	pid, errno := cloneAndExit(&cloneArgs{flags: unix.CLONE_NEWUSER, exitSignal: uint64(syscall.SIGCHLD)})
+	pid, errno := cloneAndExit()
 	// rt_sigprocmask fails only on a bad argument, which these are not.
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	if errno != 0 {
@@ -148,15 +141,23 @@ func forkIntoUserNS() (int, error) {
 	return int(pid), nil
 }
 
-// cloneAndExit is clone3(args); the child exits at once. Nothing after the
-// system call may grow the stack or touch the runtime in the child: it is
-// a copy of this process with one thread, whose other threads (and the
-// locks they hold) are gone.
+// cloneAndExit forks with clone(CLONE_NEWUSER); the child exits at once.
+// clone, not clone3: seccomp profiles that refuse clone3 (ENOSYS, so that
+// libc falls back) are common, the project's own node profile among them.
+// Nothing after the system call may grow the stack or touch the runtime in
+// the child: it is a copy of this process with one thread, whose other
+// threads (and the locks they hold) are gone.
 //
 //go:nosplit
 //go:norace
-func cloneAndExit(args *cloneArgs) (uintptr, syscall.Errno) {
-	pid, _, errno := syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), 0)
+func cloneAndExit() (uintptr, syscall.Errno) {
+	// clone(flags, stack, ...): the stack (0: the child's copy of this
+	// one) comes first on s390x.
+	a1, a2 := uintptr(unix.CLONE_NEWUSER)|uintptr(syscall.SIGCHLD), uintptr(0)
+	if runtime.GOARCH == "s390x" {
+		a1, a2 = a2, a1
+	}
+	pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, a1, a2, 0, 0, 0, 0)
 	if errno == 0 && pid == 0 {
 		for {
 			_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)

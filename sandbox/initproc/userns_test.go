@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestIDMapsRoundTrip(t *testing.T) {
@@ -75,4 +79,69 @@ func TestNewUserNS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewUserNSWithoutClone3: under a seccomp profile that answers clone3
+// with ENOSYS (so that libc falls back to clone; the project's own node
+// profile does), the namespaces are still made. The test runs itself again
+// with such a filter on every thread.
+func TestNewUserNSWithoutClone3(t *testing.T) {
+	if os.Getenv("AGENTRUN_TEST_NO_CLONE3") == "1" {
+		if err := refuseClone3(); err != nil {
+			fmt.Println("filter:", err)
+			os.Exit(2)
+		}
+		fd, err := newUserNS("0 0 1\n", "0 0 1\n")
+		if err != nil {
+			fmt.Println("newUserNS:", err)
+			os.Exit(1)
+		}
+		syscall.Close(fd)
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the test's filter is written for amd64")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestNewUserNSWithoutClone3$")
+	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_NO_CLONE3=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("with clone3 refused: %v %s", err, out)
+	}
+}
+
+// refuseClone3 installs, on every thread, a seccomp filter that answers
+// clone3 with ENOSYS and allows everything else.
+func refuseClone3() error {
+	const (
+		bpfLdWAbs   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		bpfJeqK     = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		bpfRetK     = unix.BPF_RET | unix.BPF_K
+		retErrno    = 0x00050000
+		retAllow    = 0x7fff0000
+		auditX86_64 = 0xc000003e
+	)
+	prog := []unix.SockFilter{
+		{Code: bpfLdWAbs, K: 4}, // seccomp_data.arch
+		{Code: bpfJeqK, Jt: 0, Jf: 3, K: auditX86_64},
+		{Code: bpfLdWAbs, K: 0}, // seccomp_data.nr
+		{Code: bpfJeqK, Jt: 0, Jf: 1, K: unix.SYS_CLONE3},
+		{Code: bpfRetK, K: retErrno | uint32(unix.ENOSYS)},
+		{Code: bpfRetK, K: retAllow},
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
+		return errno
+	}
+	// clone3 is refused now.
+	if _, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0); errno != unix.ENOSYS {
+		return fmt.Errorf("clone3 gives %v, not ENOSYS", errno)
+	}
+	return nil
 }
