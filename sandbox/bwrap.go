@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
@@ -385,13 +386,19 @@ func prepareDeny(paths []string, reachable func(string) bool) (_ []Deny, ps *pla
 	return out, ps, nil
 }
 
-// denyPathTries bounds the looks at one deny path in lockDenyPath. A look
-// fails only when the path went between the look and its lock, which is
-// another run's placeholder removed as that run ended, or came between
-// the look and the making of a placeholder, which is another run's made
-// meanwhile: each means another run started or ended in those few system
-// calls. Eight in a row is no coincidence of concurrent runs.
-const denyPathTries = 8
+// denyPathTries and denyPathPatience bound the looks at one deny path in
+// lockDenyPath. A look fails only when the path went between the look and
+// its lock, which is another run's placeholder removed as that run ended,
+// or came between the look and the making of a placeholder, which is
+// another run's made meanwhile: each means another run started or ended in
+// those few system calls. Eight in a row is no coincidence of concurrent
+// runs; nor is a path that keeps going for longer than two lock waits
+// (whoever may rename in its directory can hold each look's lock for up to
+// lockWait, then swap the name: eight such looks delayed a start by 7 s).
+const (
+	denyPathTries    = 8
+	denyPathPatience = 2 * lockWait
+)
 
 // lockDenyPath makes the deny path p one the sandbox can mount over for
 // the whole run: it holds the existing path (placeholders.hold), or makes
@@ -402,7 +409,8 @@ const denyPathTries = 8
 // share placeholders), and fails rather than leave it out of the deny
 // list when it never holds still.
 func lockDenyPath(ps *placeholders, p string, kind placeholder) (real string, isDir bool, err error) {
-	for range denyPathTries {
+	deadline := time.Now().Add(denyPathPatience)
+	for try := 0; try < denyPathTries && (try == 0 || time.Now().Before(deadline)); try++ {
 		st, err := os.Stat(p)
 		if errors.Is(err, fs.ErrPermission) {
 			return "", false, nil
@@ -439,7 +447,7 @@ func lockDenyPath(ps *placeholders, p string, kind placeholder) (real string, is
 		}
 		return real, st.IsDir(), nil
 	}
-	return "", false, fmt.Errorf("deny path %q came and went %d times while it was being locked (other runs' placeholders, made and removed); run again", p, denyPathTries)
+	return "", false, fmt.Errorf("deny path %q came and went at every look while it was being locked (other runs' placeholders, made and removed, or someone renaming in its directory); run again", p)
 }
 
 // holdDenyPath is placeholders.hold; a variable for the test of a deny

@@ -605,6 +605,37 @@ func TestDenyPathThatKeepsGoingIsRefused(t *testing.T) {
 	}
 }
 
+// TestDenyPathThatKeepsGoingForLong: whoever may rename in a deny path's
+// directory can hold the lock of each look for up to lockWait before
+// swapping the name; the looks stop after denyPathPatience, well before
+// denyPathTries of them (the reviewer's eight cost a start 7 s).
+func TestDenyPathThatKeepsGoingForLong(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	p := filepath.Join(base, ".ssh")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer func(h func(*placeholders, string) (bool, error)) { holdDenyPath = h }(holdDenyPath)
+	looks := 0
+	holdDenyPath = func(*placeholders, string) (bool, error) {
+		looks++
+		time.Sleep(lockWait * 7 / 10) // a lock held almost as long as a run waits for it
+		return false, nil
+	}
+	_, ps, err := prepareDeny([]string{p}, nil)
+	defer ps.close()
+	if err == nil || !strings.Contains(err.Error(), "came and went") {
+		t.Fatalf("prepareDeny: %v; want the path refused", err)
+	}
+	if looks >= denyPathTries || looks > int(denyPathPatience/(lockWait*7/10))+1 {
+		t.Errorf("%d looks; the patience allows %v", looks, denyPathPatience)
+	}
+}
+
 // TestPlaceholderThatCameMeanwhile: when the name of a missing deny path
 // is taken between the look and the making of its placeholder (another
 // run made its own), make says so and the path is looked at again, not
@@ -629,6 +660,21 @@ func TestPlaceholderThatCameMeanwhile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(base, "nowhere")); err == nil {
 		t.Errorf("a placeholder was made through the link")
+	}
+	// A link to what exists, come meanwhile, is looked at again: the next
+	// look covers where it leads (found by the reviewer: it was left out).
+	target, live := filepath.Join(base, "target"), filepath.Join(base, ".kube")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, live); err != nil {
+		t.Fatal(err)
+	}
+	if real, err := ps.make(live, false); !errors.Is(err, errPlaceholderCame) {
+		t.Errorf("make over a link to a directory = %q, %v; want errPlaceholderCame", real, err)
+	}
+	if real, isDir, err := lockDenyPath(ps, live, placeholderDir); err != nil || real != target || !isDir {
+		t.Errorf("lockDenyPath(%s) = %q, %v, %v; want its target %s covered", live, real, isDir, err, target)
 	}
 }
 

@@ -79,7 +79,8 @@ var errPlaceholderCame = errors.New("the deny path appeared while its placeholde
 // kernel names it (for the mount), or "" when none was made: the path goes
 // through a link, its directory is missing or another user's (for a
 // caller that is not root), or it is a dangling link. When something else
-// took the name meanwhile it returns errPlaceholderCame.
+// took the name meanwhile (a link to what exists included) it returns
+// errPlaceholderCame.
 func (ps *placeholders) make(p string, isFile bool) (string, error) {
 	dir, name, err := placeholderGuard.Parent(p)
 	if err != nil {
@@ -108,9 +109,12 @@ func (ps *placeholders) make(p string, isFile bool) (string, error) {
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		var st unix.Stat_t
-		if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK &&
+			unix.Fstatat(int(dir.Fd()), name, &st, 0) != nil {
 			return "", nil // a dangling link: not followed, and nothing to hide
 		}
+		// Something that is there: another run's placeholder, or a link
+		// to what exists, which the next look covers where it leads.
 		return "", errPlaceholderCame
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		return "", nil // neither can the run create it
