@@ -207,7 +207,16 @@ func userNamespaces(helper []string, maps ...string) ([]*os.File, error) {
 			syscall.Close(fd)
 		}
 		werr := cmd.Wait()
-		return nil, fmt.Errorf("the namespace helper %s failed: %v %v: %s", helper[0], rerr, werr, bytes.TrimSpace(stderr.Bytes()))
+		why := []string{fmt.Sprintf("it sent %d of %d namespaces", len(fds), len(maps))}
+		for _, err := range []error{rerr, werr} {
+			if err != nil {
+				why = append(why, err.Error())
+			}
+		}
+		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
+			why = append(why, string(msg))
+		}
+		return nil, fmt.Errorf("the namespace helper %s failed: %s", helper[0], strings.Join(why, "; "))
 	}
 	// Its work is done once the handles are here: it is reaped while the
 	// sandbox starts (its exit is half a millisecond).

@@ -293,14 +293,14 @@ func TestAgentHostIDDrawsAgainForARunningProcess(t *testing.T) {
 // not a sandbox started without its namespaces.
 func TestUserNamespacesHelperFails(t *testing.T) {
 	for _, script := range []string{
-		"echo 'clone3(CLONE_NEWUSER): operation not permitted' >&2; exit 1",
+		"echo 'clone(CLONE_NEWUSER): operation not permitted' >&2; exit 1",
 		"exit 0", // nothing sent
 	} {
 		files, err := userNamespaces([]string{"/bin/sh", "-c", script, "sh"}, "0 0 1/0 0 1", "1 1 1/1 1 1")
 		if err == nil || files != nil {
 			t.Fatalf("%q: %v, %v; want an error", script, files, err)
 		}
-		if strings.Contains(script, "clone3") && !strings.Contains(err.Error(), "operation not permitted") {
+		if strings.Contains(script, "clone(") && !strings.Contains(err.Error(), "operation not permitted") {
 			t.Errorf("%q: the helper's words are lost: %v", script, err)
 		}
 	}
