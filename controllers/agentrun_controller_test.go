@@ -566,10 +566,10 @@ func TestPodRejected(t *testing.T) {
 		}
 		return ""
 	})
+	// The refusal's Event alone wakes the run: nothing polls it.
 	if err := h.c.Create(h.ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	h.poke("refused")
 	h.eventually("PodRejected reported", func() string {
 		run := h.get("refused")
 		c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionStalled)
