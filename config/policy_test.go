@@ -95,11 +95,11 @@ func TestAdmissionPolicyCompilesOnMinimumKubernetes(t *testing.T) {
 // visible to what follows.
 func compileUntyped(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, compat *version.Version) []string {
 	t.Helper()
-	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(compat, true))
+	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(compat))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true, StrictCost: true}
+	opts := plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true}
 	var errs []string
 	for _, v := range p.Spec.Variables {
 		res := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.NewExpressions)
@@ -128,7 +128,7 @@ func compileUntyped(t *testing.T, p *admissionregistrationv1.ValidatingAdmission
 func compileTyped(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, compat *version.Version, object, params *apiservercel.DeclType) []string {
 	t.Helper()
 	ns, req := plugincel.BuildNamespaceType(), plugincel.BuildRequestType()
-	base, err := environment.MustBaseEnvSet(compat, true).Extend(environment.VersionedOptions{
+	base, err := environment.MustBaseEnvSet(compat).Extend(environment.VersionedOptions{
 		IntroducedVersion: version.MajorMinor(1, 0),
 		EnvOptions: []cel.EnvOption{
 			cel.Variable(plugincel.ObjectVarName, object.CelType()),

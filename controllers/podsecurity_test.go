@@ -21,7 +21,7 @@ var chartJobConfig = JobConfig{RunnerImage: "agentrun-runner:0.1.0",
 // the chart's defaults; only the documented opt-ins (an Unconfined seccomp
 // or AppArmor profile in podOverrides) fall below, and not silently.
 func TestAgentPodsPassPodSecurity(t *testing.T) {
-	eval, err := policy.NewEvaluator(policy.DefaultChecks())
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func generatedCRD(t *testing.T, file string) *apiextensions.CustomResourceDefini
 // node's cardinality against StaticEstimatedCostLimit). It returns the
 // rules and what was wrong with them.
 func compileCRDRules(crd *apiextensions.CustomResourceDefinition, compat *version.Version) (rules []string, errs []string) {
-	envSet := environment.MustBaseEnvSet(compat, true)
+	envSet := environment.MustBaseEnvSet(compat)
 	// The internal form holds a schema shared by all versions in
 	// spec.validation, else one per version.
 	schemas := map[string]*apiextensions.CustomResourceValidation{"*": crd.Spec.Validation}
