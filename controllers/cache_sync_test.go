@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -100,6 +101,57 @@ func TestPromptSyncCache(t *testing.T) {
 			}
 			if !tc.want && inner.allSyncedAtWait != nil {
 				t.Errorf("a cancelled wait still asked the cache")
+			}
+		})
+	}
+}
+
+// fakeRegistration has been given the informer's objects after a number of
+// looks at it.
+type fakeRegistration struct {
+	toolscache.ResourceEventHandlerRegistration
+	looksLeft atomic.Int32
+}
+
+func (r *fakeRegistration) HasSynced() bool { return r.looksLeft.Add(-1) < 0 }
+
+type registeringInformer struct {
+	cache.Informer
+	synced bool
+	reg    *fakeRegistration
+}
+
+func (i *registeringInformer) HasSynced() bool { return i.synced }
+
+func (i *registeringInformer) AddEventHandlerWithOptions(toolscache.ResourceEventHandler, toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.reg, nil
+}
+
+// TestPromptInformer: adding a handler to a synced informer returns once
+// the handler has been given the informer's objects, so that the source's
+// own look (every 100 ms) passes at once; to an informer not synced yet,
+// at once (its objects come with its sync).
+func TestPromptInformer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		synced    bool
+		looks     int32
+		wantLooks bool // the registration was looked at until it synced
+	}{
+		{"synced informer, handler given its objects later", true, 5, true},
+		{"synced informer, handler at once", true, 0, true},
+		{"informer not synced", false, 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := &fakeRegistration{}
+			reg.looksLeft.Store(tc.looks)
+			i := promptInformer{&registeringInformer{synced: tc.synced, reg: reg}}
+			got, err := i.AddEventHandlerWithOptions(nil, toolscache.HandlerOptions{})
+			if err != nil || got != toolscache.ResourceEventHandlerRegistration(reg) {
+				t.Fatalf("AddEventHandlerWithOptions = %v, %v", got, err)
+			}
+			if synced := reg.looksLeft.Load() < 0; synced != tc.wantLooks {
+				t.Errorf("returned with the handler synced %v, want %v", synced, tc.wantLooks)
 			}
 		})
 	}
