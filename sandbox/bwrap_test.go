@@ -237,11 +237,7 @@ func TestGitPlaceholderIsRemovedOnlyWhenEmpty(t *testing.T) {
 }
 
 func TestPrepareDenyPlaceholders(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	existingFile := filepath.Join(base, "file")
 	if err := os.WriteFile(existingFile, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -309,11 +305,7 @@ func TestPrepareDenyPlaceholders(t *testing.T) {
 // TestPlaceholderRemovalLeavesWhatChanged: a placeholder that was filled
 // or replaced during the run is the user's now, and stays.
 func TestPlaceholderRemovalLeavesWhatChanged(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-") // not under /tmp, where none are made
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	dir, file, swapped := filepath.Join(base, ".ssh"), filepath.Join(base, ".netrc"), filepath.Join(base, ".pgpass")
 	_, ps, err := prepareDeny([]string{dir, file, swapped}, nil)
 	if err != nil {
@@ -375,11 +367,7 @@ func TestAdvice(t *testing.T) {
 // a placeholder another run made, never a file that merely carries it: one
 // writable by others (anyone may mark it) or not private stays.
 func TestPlaceholderMarkOnSomeoneElsesFile(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	shared := filepath.Join(base, ".netrc")
 	if err := os.WriteFile(shared, nil, 0o666); err != nil {
 		t.Fatal(err)
@@ -441,11 +429,7 @@ func TestRootsSharedPlaceholderModes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("root's placeholders: run as root (CI does)")
 	}
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -481,11 +465,7 @@ func TestRootsSharedPlaceholderModes(t *testing.T) {
 // (root's directories in /run are open to all) and holds an exclusive lock
 // on it makes a run wait lockWait at most, then go on without the lock.
 func TestPlaceholderLockDoesNotWaitForEver(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	dir := filepath.Join(base, "secrets")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -568,11 +548,7 @@ func TestPlaceholderDirectorySwappedIn(t *testing.T) {
 // to denyPathTries times, and then fails the start instead of being left
 // out of the deny list.
 func TestDenyPathThatKeepsGoingIsRefused(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-") // not /tmp: no placeholders there
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	p := filepath.Join(base, ".ssh")
 	if err := os.Mkdir(p, 0o700); err != nil {
 		t.Fatal(err)
@@ -610,11 +586,7 @@ func TestDenyPathThatKeepsGoingIsRefused(t *testing.T) {
 // swapping the name; the looks stop after denyPathPatience, well before
 // denyPathTries of them (the reviewer's eight cost a start 7 s).
 func TestDenyPathThatKeepsGoingForLong(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := denyTestDir(t)
 	p := filepath.Join(base, ".ssh")
 	if err := os.Mkdir(p, 0o700); err != nil {
 		t.Fatal(err)
@@ -702,11 +674,7 @@ func TestAdoptTakesOnlyWhatMakeMakes(t *testing.T) {
 			if tc.asRoot != root {
 				t.Skipf("the case of a caller that is %s", map[bool]string{true: "root (CI runs it)", false: "not root (test/sandbox runs it as uid 65534)"}[tc.asRoot])
 			}
-			base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer os.RemoveAll(base)
+			base := denyTestDir(t)
 			p := filepath.Join(base, "secrets")
 			if err := os.Mkdir(p, 0o700); err != nil {
 				t.Fatal(err)
@@ -732,4 +700,17 @@ func TestAdoptTakesOnlyWhatMakeMakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// denyTestDir is a directory for deny paths, removed after the test: under
+// /var/tmp, since paths under /tmp get no placeholders (the sandbox has its
+// own /tmp).
+func denyTestDir(t *testing.T) string {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "agentrun-deny-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	return base
 }
