@@ -118,10 +118,9 @@ func startProcess(ps processSpec) (*process, error) {
 			ps.sandbox = &cfg
 			continue
 		}
-		if sandbox.MountTableChanged(msg) {
-			if mountRaces++; mountRaces < mountRaceTries {
-				continue
-			}
+		if sandbox.MountTableChanged(msg) && mountRaces < mountRaceTries-1 {
+			mountRaces++
+			continue
 		}
 		return p, errSandboxStart{errors.New(sandbox.Advice(msg))}
 	}
