@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -303,5 +304,39 @@ func TestUserNamespacesHelperFails(t *testing.T) {
 		if strings.Contains(script, "clone(") && !strings.Contains(err.Error(), "operation not permitted") {
 			t.Errorf("%q: the helper's words are lost: %v", script, err)
 		}
+	}
+}
+
+// TestPrefetchedIDsAreTakenOnce: the process ids read from a run's start
+// serve the next sandbox prepared, once; the one after reads /proc again
+// (a run's second start must not check its agent's id against a list that
+// old).
+func TestPrefetchedIDsAreTakenOnce(t *testing.T) {
+	proc := t.TempDir()
+	writeStatus := func(pid, uid int) {
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		status := fmt.Sprintf("Name:\tagent\nPid:\t%d\nUid:\t%d\t%d\t%d\t%d\nGid:\t%d\t%d\t%d\t%d\n", pid, uid, uid, uid, uid, uid, uid, uid, uid)
+		if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func(h hostSources) { hostFiles = h }(hostFiles)
+	hostFiles.proc = proc
+	const early, late = hostIDBase + 11, hostIDBase + 12
+	writeStatus(100, early)
+	prefetchedIDs.Lock()
+	prefetchedIDs.ids = readRunningIDs() // what PrefetchHostIDs does for a root caller
+	prefetchedIDs.Unlock()
+	first := <-takeRunningIDs() // the read may not have finished: the take waits for it
+	writeStatus(200, late)
+	second := <-takeRunningIDs()
+	if !first[early] {
+		t.Errorf("the prefetched read lacks uid %d: %v", early, first)
+	}
+	if !second[early] || !second[late] {
+		t.Errorf("the second take is not a fresh read of /proc: %v", second)
 	}
 }
