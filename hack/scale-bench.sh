@@ -8,7 +8,7 @@
 # most 1.3x direct, live at most 2x, every status within 5 s of the last
 # Job. -n 10000 gives the memory at 10,000 runs. docs/benchmarks.md.
 # Usage: hack/scale-bench.sh [-n 1000] [-workers 16] [-max-concurrent-reconciles N] [-manager-log FILE]
-#        [-kube-api-qps N] [-kube-api-burst N] [--check]
+#        [-kube-api-qps N] [-kube-api-burst N] [-kube-api-streaming-list true|false] [--check]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

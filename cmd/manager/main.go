@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -70,8 +71,11 @@ type config struct {
 	concurrency      int
 	qps              float64
 	burst            int
-	graces           controllers.Graces
-	job              controllers.JobConfig
+	// streamingList is client-go's WatchListClient for the cache's first
+	// lists (setStreamingList).
+	streamingList bool
+	graces        controllers.Graces
+	job           controllers.JobConfig
 	// live reads running runs' progress from their Pods
 	// (docs/kubernetes/live-usage.md); off: usage reaches status at the end
 	// only.
@@ -100,6 +104,7 @@ func main() {
 	flag.IntVar(&c.concurrency, "max-concurrent-reconciles", 16, "AgentRuns reconciled at once")
 	flag.Float64Var(&c.qps, "kube-api-qps", 500, "requests per second to the API server (a run costs about two to start, its Job and its status; live usage writes about one status per model call)")
 	flag.IntVar(&c.burst, "kube-api-burst", 1000, "request burst to the API server")
+	flag.BoolVar(&c.streamingList, "kube-api-streaming-list", false, "fill the manager's cache at start by streaming lists (client-go's WatchListClient; it decides over KUBE_FEATURE_WatchListClient): spares the API server one large list response per watched type at each start, and waits for its consistent snapshot (about 100 ms or more per start)")
 	flag.DurationVar(&c.graces.Startup, "startup-grace", c.graces.Startup, "how long an image pull or container configuration error, or a Job that cannot create its Pod, may last before the run fails")
 	flag.DurationVar(&c.graces.Unschedulable, "unschedulable-grace", c.graces.Unschedulable, "how long a Pod may stay unschedulable before the run fails")
 	flag.DurationVar(&c.graces.SandboxProfile, "sandbox-profile-grace", c.graces.SandboxProfile, "how long the agent container may fail to start for its seccomp or AppArmor profile before the run fails as SandboxUnavailable")
@@ -341,6 +346,9 @@ func releaseHarvest(ctx context.Context, cfg *rest.Config, namespaces []string) 
 func run(c config) error {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+	if err := setStreamingList(c.streamingList); err != nil {
+		return err
+	}
 	mgr, err := newManager(cfg, c)
 	if err != nil {
 		return err
@@ -403,4 +411,23 @@ func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// setStreamingList turns client-go's streaming lists (WatchListClient) on
+// or off for every informer the manager starts. Off is the default: with
+// it on, the API server answers each of the cache's first lists only once
+// its watch cache is known to be as new as etcd, which costs an idle
+// cluster about 100 ms or more of every manager start, and so of every
+// backlog's first Job (hack/scale-bench.sh). What the manager lists is
+// agentrun's own: its resources, and the runs' Jobs, Pods and refusal
+// Events, selected by label or field; a fleet whose lists grow large
+// enough to weigh on the API server's memory turns it on.
+func setStreamingList(on bool) error {
+	gates, ok := clientfeatures.FeatureGates().(interface {
+		Set(clientfeatures.Feature, bool) error
+	})
+	if !ok {
+		return fmt.Errorf("client-go's feature gates cannot be set: %T", clientfeatures.FeatureGates())
+	}
+	return gates.Set(clientfeatures.WatchListClient, on)
 }

@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -360,4 +361,24 @@ func eventually(t *testing.T, what string, cond func() string) {
 		}
 	}
 	t.Fatalf("%s: still not after 30s: %s", what, last)
+}
+
+// TestSetStreamingList: the flag decides client-go's WatchListClient for
+// every informer, over the library's default and its environment variable.
+func TestSetStreamingList(t *testing.T) {
+	t.Setenv("KUBE_FEATURE_WatchListClient", "true")
+	before := clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
+	t.Cleanup(func() {
+		if err := setStreamingList(before); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, on := range []bool{false, true, false} {
+		if err := setStreamingList(on); err != nil {
+			t.Fatal(err)
+		}
+		if got := clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient); got != on {
+			t.Errorf("after setStreamingList(%v), WatchListClient is %v", on, got)
+		}
+	}
 }

@@ -66,6 +66,7 @@ type options struct {
 	n, workers              int
 	manager                 string
 	concurrency, qps, burst int
+	streamingList           string
 	check                   bool
 	managerLog              string
 }
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 0, "the manager's --max-concurrent-reconciles (0: its default, the chart's)")
 	flag.IntVar(&o.qps, "kube-api-qps", 0, "the manager's --kube-api-qps (0: its default, the chart's)")
 	flag.IntVar(&o.burst, "kube-api-burst", 0, "the manager's --kube-api-burst (0: its default, the chart's)")
+	flag.StringVar(&o.streamingList, "kube-api-streaming-list", "", "the manager's --kube-api-streaming-list, true or false (empty: its default, the chart's)")
 	flag.StringVar(&o.managerLog, "manager-log", "", "append the manager's log (both phases) to this file, to see where its time goes")
 	flag.BoolVar(&o.check, "check", false, fmt.Sprintf("exit 1 when a figure misses its target: backlog at most %.1fx direct, live at most %.1fx, every status written within %s of the last Job", targetBacklog, targetLive, targetSettle))
 	flag.Parse()
@@ -678,6 +680,9 @@ func startManager(env *envtest.Environment, o options) (*managerProc, error) {
 		if f.value > 0 {
 			args = append(args, f.name, strconv.Itoa(f.value))
 		}
+	}
+	if o.streamingList != "" {
+		args = append(args, "--kube-api-streaming-list="+o.streamingList)
 	}
 	cmd := exec.Command(o.manager, args...)
 	tail := &tailWriter{}
