@@ -346,9 +346,6 @@ func releaseHarvest(ctx context.Context, cfg *rest.Config, namespaces []string) 
 func run(c config) error {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
-	if err := setStreamingList(c.streamingList); err != nil {
-		return err
-	}
 	mgr, err := newManager(cfg, c)
 	if err != nil {
 		return err
@@ -360,8 +357,11 @@ func run(c config) error {
 }
 
 // newManager is the manager with the AgentRun controller and the health
-// checks, not yet started.
+// checks, not yet started; its informers list as c.streamingList says.
 func newManager(cfg *rest.Config, c config) (ctrl.Manager, error) {
+	if err := setStreamingList(c.streamingList); err != nil {
+		return nil, err
+	}
 	opts, err := managerOptions(c, newScheme())
 	if err != nil {
 		return nil, err
