@@ -101,6 +101,9 @@ type phase struct {
 	jobs     time.Duration // all Jobs existed
 	first    time.Duration // the first status written (status.jobName)
 	settled  time.Duration // the last status written
+	// early is how many statuses were written before the last Job: each
+	// is one more request while the API server makes the Jobs.
+	early int
 	peak     int64         // the manager's VmHWM
 	cpu      cpuTimes      // spent from the clock's start to the last status
 	counts   string        // the manager's requests and reconciles
@@ -230,6 +233,11 @@ func run(o options) ([]string, error) {
 		}
 		p.firstJob, p.jobs = time.Unix(0, jobs.first.Load()).Sub(t0), jobsDone.Sub(t0)
 		p.first, p.settled = first.Sub(t0), last.Sub(t0)
+		for _, at := range runs.at {
+			if at.Before(jobsDone) {
+				p.early++
+			}
+		}
 		p.cpu = cpuNow(mgr).minus(cpu0)
 		if p.counts, err = mgr.counts(); err != nil {
 			return p, fmt.Errorf("reading the manager's metrics: %w", err)
@@ -262,9 +270,9 @@ func run(o options) ([]string, error) {
 		return nil, err
 	}
 	mgr.stop()
-	fmt.Printf("live: %d AgentRuns created in %s; all %d Jobs existed %s after the first AgentRun (%.0f/s); statuses written from %s to %s (%s after the last Job); manager peak %.1f MiB holding %d runs\n",
+	fmt.Printf("live: %d AgentRuns created in %s; all %d Jobs existed %s after the first AgentRun (%.0f/s); statuses written from %s to %s (%d before the last Job; the last %s after it); manager peak %.1f MiB holding %d runs\n",
 		n, live.created.Round(time.Millisecond), n, live.jobs.Round(time.Millisecond), float64(n)/live.jobs.Seconds(),
-		live.first.Round(time.Millisecond), live.settled.Round(time.Millisecond), live.afterLastJob().Round(time.Millisecond), mib(live.peak), n)
+		live.first.Round(time.Millisecond), live.settled.Round(time.Millisecond), live.early, live.afterLastJob().Round(time.Millisecond), mib(live.peak), n)
 
 	// 2. Backlog: the AgentRuns exist before the manager starts (it was
 	// down, or they were applied at once); the clock starts with the
@@ -289,9 +297,9 @@ func run(o options) ([]string, error) {
 	if backlog.peak, err = mgr.peakRSS(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("backlog: %d AgentRuns created beforehand in %s (no manager running); the manager started and made its first Job in %s; all %d Jobs existed %s after the manager started (%.0f/s); statuses written from %s to %s (%s after the last Job); manager peak %.1f MiB holding %d runs (the live ones too)\n",
+	fmt.Printf("backlog: %d AgentRuns created beforehand in %s (no manager running); the manager started and made its first Job in %s; all %d Jobs existed %s after the manager started (%.0f/s); statuses written from %s to %s (%d before the last Job; the last %s after it); manager peak %.1f MiB holding %d runs (the live ones too)\n",
 		n, backlog.created.Round(time.Millisecond), backlog.firstJob.Round(time.Millisecond), n, backlog.jobs.Round(time.Millisecond), float64(n)/backlog.jobs.Seconds(),
-		backlog.first.Round(time.Millisecond), backlog.settled.Round(time.Millisecond), backlog.afterLastJob().Round(time.Millisecond), mib(backlog.peak), 2*n)
+		backlog.first.Round(time.Millisecond), backlog.settled.Round(time.Millisecond), backlog.early, backlog.afterLastJob().Round(time.Millisecond), mib(backlog.peak), 2*n)
 
 	ratio := func(d time.Duration) float64 { return d.Seconds() / direct.Seconds() }
 	fmt.Printf("ratio to direct: backlog %.2fx (target at most %.1fx; from its first Job %.2fx); live %.2fx (target at most %.1fx; creating the AgentRuns alone %.2fx)\n",
@@ -480,6 +488,7 @@ func (j *jobWatch) wait() (time.Time, error) {
 type statusWatch struct {
 	n           int
 	first, last time.Time
+	at          []time.Time // each status's receive time, read after done
 	done        chan struct{}
 	seen        atomic.Int64
 	w           watch.Interface
@@ -511,6 +520,7 @@ func watchStatuses(ctx context.Context, c client.WithWatch, ns string, n int) (*
 			}
 			now := time.Now()
 			written[run.Name] = true
+			s.at = append(s.at, now)
 			if len(written) == 1 {
 				s.first = now
 			}
