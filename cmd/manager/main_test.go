@@ -364,9 +364,8 @@ func eventually(t *testing.T, what string, cond func() string) {
 }
 
 // TestSetStreamingList: the flag decides client-go's WatchListClient for
-// every informer, over the library's default and its environment variable.
+// every informer the manager starts, either way.
 func TestSetStreamingList(t *testing.T) {
-	t.Setenv("KUBE_FEATURE_WatchListClient", "true")
 	before := clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
 	t.Cleanup(func() {
 		if err := setStreamingList(before); err != nil {

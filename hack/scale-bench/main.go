@@ -103,10 +103,10 @@ type phase struct {
 	settled  time.Duration // the last status written
 	// early is how many statuses were written before the last Job: each
 	// is one more request while the API server makes the Jobs.
-	early int
-	peak     int64         // the manager's VmHWM
-	cpu      cpuTimes      // spent from the clock's start to the last status
-	counts   string        // the manager's requests and reconciles
+	early  int
+	peak   int64    // the manager's VmHWM
+	cpu    cpuTimes // spent from the clock's start to the last status
+	counts string   // the manager's requests and reconciles
 }
 
 // afterLastJob is how long after the last Job the last status was written.
