@@ -95,7 +95,14 @@ func TestCredentialsNeverReachTheAgent(t *testing.T) {
 
 				end := r.end()
 				if end == nil || end.Status != events.StatusFinished || end.Result == nil || !strings.Contains(*end.Result, "PROBE-DONE") {
-					t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+					// The mock's ledger and the raw output's end say which
+					// call went wrong (the raw output holds stand-ins only).
+					result := "<none>"
+					if end != nil && end.Result != nil {
+						result = *end.Result
+					}
+					raw := r.raw[max(0, len(r.raw)-4096):]
+					t.Fatalf("end %+v\nresult %q\nstderr %s\nmock's calls %+v\nraw output's end %s", end, result, r.stderr, srv.Ledger(), raw)
 				}
 				if !strings.Contains(*end.Result, rt.keyVar+"="+credentials.StandInPrefix) || !strings.Contains(*end.Result, "echo ok") {
 					t.Errorf("the agent did not see its stand-in, or could not reach the other host: %s", *end.Result)
