@@ -130,12 +130,20 @@ func (w *interceptWorld) reported() []Access {
 }
 
 func newInterceptWorld(t *testing.T, useTLS bool) *interceptWorld {
+	return newInterceptWorldServing(t, useTLS, func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(rw, "key=%s host=%s", r.Header.Get("X-Api-Key"), r.Host)
+	})
+}
+
+// newInterceptWorldServing is an interceptWorld whose upstreams (the
+// intercepted one and the other) answer with serve.
+func newInterceptWorldServing(t *testing.T, useTLS bool, serve http.HandlerFunc) *interceptWorld {
 	t.Helper()
 	upstreamCA := newTestCA(t)
 	w := &interceptWorld{}
 	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.hits.Add(1)
-		fmt.Fprintf(rw, "key=%s host=%s", r.Header.Get("X-Api-Key"), r.Host)
+		serve(rw, r)
 	})
 	var up *httptest.Server
 	if useTLS {

@@ -697,17 +697,39 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 		// body is no socket it could splice): hiding it makes CopyBuffer
 		// use this buffer: a 100 MiB download through the proxy went from
 		// 1.5-1.9 to 1.7-2.2 GiB/s (hack/bench-sandbox.sh).
+		// One cut short is cut short for the client too: net/http closes
+		// the connection after a body shorter than its Content-Length.
 		buf := make([]byte, copyBuffer)
 		_, _ = io.CopyBuffer(writerOnly{w}, body, buf)
 		return
 	}
+	// The status goes out now: a stream cut before its first byte reaches
+	// the client as an answer cut short, not as a connection that closed
+	// before any answer (which a client may send again, upstream).
+	_ = http.NewResponseController(w).Flush()
 	if intercepted {
 		// Decrypted here and encrypted again: gather what arrives within
 		// a moment into one record instead of one per server-sent event.
-		batchedCopy(w, body, streamBatchDelay)
-		return
+		err = batchedCopy(w, body, streamBatchDelay)
+	} else {
+		err = flushCopy(w, body)
 	}
-	flushCopy(w, body)
+	if err != nil {
+		abortAnswer(r)
+	}
+}
+
+// abortAnswer ends a streamed answer whose copy failed (the upstream cut
+// it or went idle, or the client left) without the end an answer gets:
+// net/http closes the client's connection, with no last chunk (the proxy
+// speaks HTTP/1.1 to its clients). What arrived before went out with its
+// flush. Ended normally, a server-sent event stream cut halfway reads as
+// a whole one, and an agent takes a model's half answer for its answer.
+// Only under net/http's server, which recovers this panic.
+func abortAnswer(r *http.Request) {
+	if r.Context().Value(http.ServerContextKey) != nil {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // writerOnly hides every method of a writer but Write.
@@ -738,7 +760,8 @@ const streamBatchDelay = time.Millisecond
 
 // batchedCopy streams the body like flushCopy, but writes what arrives
 // within delay of the first unsent byte (or a half-full buffer) at once.
-func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) {
+// Its error is flushCopy's.
+func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) error {
 	f, _ := w.(http.Flusher)
 	var mu sync.Mutex
 	var timer *time.Timer
@@ -754,8 +777,10 @@ func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) {
 		pending = pending[:0]
 	}
 	chunk := make([]byte, copyBuffer/4)
+	var rerr error
 	for {
 		n, err := body.Read(chunk)
+		rerr = err
 		mu.Lock()
 		if n > 0 {
 			pending = append(pending, chunk[:n]...)
@@ -783,25 +808,36 @@ func batchedCopy(w http.ResponseWriter, body io.Reader, delay time.Duration) {
 		timer.Stop()
 	}
 	emit()
+	if werr != nil {
+		return werr
+	}
+	if rerr == io.EOF {
+		return nil
+	}
+	return rerr
 }
 
 // flushCopy streams the body, flushing as data arrives (server-sent events
-// from a model API must not wait in a buffer).
-func flushCopy(w http.ResponseWriter, body io.Reader) {
+// from a model API must not wait in a buffer). It returns nil when the
+// body ended, else why the copy stopped (a read or a write error).
+func flushCopy(w http.ResponseWriter, body io.Reader) error {
 	f, _ := w.(http.Flusher)
 	buf := make([]byte, copyBuffer)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
+				return werr
 			}
 			if f != nil {
 				f.Flush()
 			}
 		}
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
-			return
+			return err
 		}
 	}
 }

@@ -53,7 +53,8 @@ type reply struct {
 
 	// delay is waited before answering.
 	delay time.Duration
-	// cut ends the stream after message_start (Options.CutStreams).
+	// cut ends the stream after message_start (Options.CutStreams and
+	// EndStreamsEarly).
 	cut bool
 }
 

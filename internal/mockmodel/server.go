@@ -65,6 +65,12 @@ type Options struct {
 	// main-agent calls right after message_start, as a failing network
 	// or gateway would; the ledger marks them aborted.
 	CutStreams int
+	// EndStreamsEarly ends the first EndStreamsEarly streamed main-agent
+	// calls right after message_start as an answer that ended (the last
+	// chunk sent), as a gateway that gives up on a stream may: the client
+	// reads a stream without its end and no error. The ledger marks them
+	// aborted. Counted after CutStreams.
+	EndStreamsEarly int
 	// APIKey, when set, is the key every model call must present (as
 	// x-api-key or Authorization: Bearer): a call without it is answered
 	// 401 and recorded with Call.Key "missing" or "wrong".
@@ -108,7 +114,7 @@ type Server struct {
 	ledger []Call
 	seen   map[string]int // message id base -> times served
 	paths  map[string]int // "METHOD /path" -> count
-	cuts   int            // streams cut so far (Options.CutStreams)
+	cuts   int            // streams cut or ended early so far (Options.CutStreams, EndStreamsEarly)
 
 	logMu   sync.Mutex
 	closing chan struct{}
@@ -399,27 +405,31 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, body []b
 		case <-ctx.Done():
 		}
 	}()
-	rep.cut = c.Role == RoleMain && s.takeCut()
+	var reset bool
+	if c.Role == RoleMain {
+		rep.cut, reset = s.takeCut()
+	}
 	served, complete := rep.stream(ctx, w, req.Model, id, s.opts.SlowInterval, s.opts.SlowMax)
 	call.Usage = served
 	call.Aborted = !complete
 	s.record(call)
-	if rep.cut {
+	if reset {
 		// Not a clean end of the response: the connection is reset.
 		panic(http.ErrAbortHandler)
 	}
 }
 
-// takeCut reports whether this streamed call is one of the first
-// Options.CutStreams.
-func (s *Server) takeCut() bool {
+// takeCut reports whether this streamed call ends after message_start (one
+// of the first Options.CutStreams plus EndStreamsEarly) and whether its
+// connection is then reset (one of the first CutStreams).
+func (s *Server) takeCut() (cut, reset bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cuts >= s.opts.CutStreams {
-		return false
+	if s.cuts >= s.opts.CutStreams+s.opts.EndStreamsEarly {
+		return false, false
 	}
 	s.cuts++
-	return true
+	return true, s.cuts <= s.opts.CutStreams
 }
 
 func orNone(s string) string {

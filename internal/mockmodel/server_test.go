@@ -782,3 +782,23 @@ func TestCutStreams(t *testing.T) {
 		t.Errorf("ledger %+v", l)
 	}
 }
+
+// TestEndStreamsEarly: the first streamed main call ends after
+// message_start as an answer that ended (the client reads no error, and no
+// message_stop) and is recorded aborted; the next is whole.
+func TestEndStreamsEarly(t *testing.T) {
+	s := startServer(t, Options{EndStreamsEarly: 1})
+	body := req{Model: "m", Tools: agentTools, Stream: true, Messages: []any{userText("scenario:tool")}}
+	resp := post(t, s, body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(b), "message_start") || strings.Contains(string(b), "message_stop") {
+		t.Errorf("stream ended early: err %v, body %q", err, b)
+	}
+	if evs := streamEvents(t, s, body); evs[len(evs)-1].Name != "message_stop" {
+		t.Errorf("the second call ends early too: %v", evs[len(evs)-1])
+	}
+	l := s.Ledger()
+	if len(l) != 2 || !l[0].Aborted || l[1].Aborted {
+		t.Errorf("ledger %+v", l)
+	}
+}

@@ -79,6 +79,8 @@ var leakForms = []leakForm{
 	{"a trailer line without a colon", func(k string) string {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n" + k + "\r\n\r\n"
 	}, 200},
+	// The body breaks at its first chunk: the agent gets the status, then
+	// the answer broken off too, never one that ended.
 	{"a chunk size that is the key", func(k string) string {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + k + "\r\nok\r\n0\r\n\r\n"
 	}, 200},
