@@ -114,6 +114,14 @@ type leakWorld struct {
 	logs   *syncBuffer
 }
 
+// setAnswer sets what the upstream answers from now on (its connections
+// read it under mu).
+func (w *leakWorld) setAnswer(answer func(key string) string) {
+	w.mu.Lock()
+	w.answer = answer
+	w.mu.Unlock()
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -366,7 +374,7 @@ func TestProxyNeverWritesTheKey(t *testing.T) {
 // upstream, and the key's place shows the stand-in.
 func TestProxyErrorsStayUseful(t *testing.T) {
 	w := newLeakWorld(t, leakKeys[0], false, nil)
-	w.answer = leakForms[0].answer
+	w.setAnswer(leakForms[0].answer)
 	got := w.ask(t, false)
 	if !strings.Contains(got, "HTTP/1.1 502 ") || !strings.Contains(got, "agentrun proxy: the answer of "+w.upstream+" could not be read") ||
 		!strings.Contains(got, "malformed MIME header: missing colon: \""+w.cred.StandIn) {
@@ -381,7 +389,7 @@ func TestProxyErrorsStayUseful(t *testing.T) {
 func TestUnsolicitedBytesAreNotLogged(t *testing.T) {
 	for _, key := range leakKeys {
 		w := newLeakWorld(t, key, false, nil)
-		w.answer = func(k string) string { return "HTTP/1.1 200 OK\r\n" + okBody + "HTTP/1.1 200 " + k + "\r\n\r\n" }
+		w.setAnswer(func(k string) string { return "HTTP/1.1 200 OK\r\n" + okBody + "HTTP/1.1 200 " + k + "\r\n\r\n" })
 		// Kept alive: the proxy's connection upstream goes idle after
 		// the answer, and then reads the rest.
 		got := w.askWith(t, false, "")
@@ -424,7 +432,7 @@ func TestTLSErrorsHideTheKey(t *testing.T) {
 		}},
 	} {
 		w := newLeakWorld(t, key, true, tt.cert)
-		w.answer = func(k string) string { return "HTTP/1.1 200 OK\r\n" + okBody }
+		w.setAnswer(func(k string) string { return "HTTP/1.1 200 OK\r\n" + okBody })
 		got := w.ask(t, false)
 		if !strings.Contains(got, "HTTP/1.1 502 ") {
 			t.Errorf("%s: want 502:\n%s", tt.name, got)
@@ -439,7 +447,7 @@ func TestTLSErrorsHideTheKey(t *testing.T) {
 	// A TLS destination that answers the handshake with plain text: the
 	// first bytes of its answer must not come back in an error.
 	w := newLeakWorld(t, key, true, func(string) (*tls.Certificate, *x509.CertPool) { return nil, ca.pool })
-	w.answer = func(k string) string { return "HTTP/1.1 400 " + k + "\r\n\r\n" + k }
+	w.setAnswer(func(k string) string { return "HTTP/1.1 400 " + k + "\r\n\r\n" + k })
 	got := w.ask(t, false)
 	if !strings.Contains(got, "HTTP/1.1 502 ") {
 		t.Errorf("plain text for TLS: want 502:\n%s", got)
