@@ -678,7 +678,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 		http.Error(w, msg, http.StatusBadGateway)
 		return
 	}
-	defer resp.Body.Close()
+	// The body as it is at the end: the interceptor wraps it (its meter
+	// counts a call when its body is closed, the client gone or not).
+	defer func() { resp.Body.Close() }()
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
 			s.refuseIntercepted(w, host, port, out, ref, http.StatusBadGateway)
