@@ -140,17 +140,23 @@ func (w *breakWorld) call(t *testing.T, stopAfter int) string {
 	return all.String()
 }
 
-// metered waits until the meter counted the call or called it unreadable.
+// metered is what the meter recorded once it counted a call and called
+// one unreadable (or 5 s passed), and a moment more: a second record of
+// the same call would show.
 func (w *breakWorld) metered(t *testing.T) ([]meter.Call, []string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	snapshot := func() ([]meter.Call, []string) {
 		w.mu.Lock()
-		calls, unread := append([]meter.Call{}, w.calls...), append([]string{}, w.unread...)
-		w.mu.Unlock()
-		if len(calls)+len(unread) > 0 || time.Now().After(deadline) {
-			return calls, unread
+		defer w.mu.Unlock()
+		return append([]meter.Call{}, w.calls...), append([]string{}, w.unread...)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if calls, unread := snapshot(); len(calls) > 0 && len(unread) > 0 {
+			break
 		}
 	}
+	time.Sleep(100 * time.Millisecond)
+	return snapshot()
 }
 
 // upstreamEnded waits for the upstream's connection to end.
