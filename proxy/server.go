@@ -664,6 +664,13 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	if out.URL.Scheme == "https" {
 		transport = s.tlsUpstream()
 	}
+	// The transport sends the client's body on while the answer comes
+	// back: an upstream may answer before it read all of it (a model
+	// stream starts at once). By default net/http's server reads away and
+	// closes what is left of the body as the answer's headers go out,
+	// under the transport's feet: the request broke, and the answer with
+	// it. An HTTP/2 request needs nothing (the proxy serves HTTP/1.1).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	resp, err := transport.RoundTrip(out)
 	if err != nil {
 		if ctx.Err() != nil {
