@@ -644,10 +644,21 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 		// the client's headers, not the proxy's.
 		out.Header["User-Agent"] = []string{""}
 	}
+	// uploaded: the transport read the client's body to its end. Until
+	// then, whatever the proxy answers closes the connection after it
+	// (closeIfUploading): the rest of the body, which the transport may
+	// still be sending on, must never be read as the client's next request.
+	var uploaded atomic.Bool
 	if r.ContentLength == 0 {
 		out.Body = nil
+		uploaded.Store(true)
 	} else {
-		out.Body = activity{out.Body, &last}
+		out.Body = uploadEnd{activity{out.Body, &last}, &uploaded}
+	}
+	closeIfUploading := func() {
+		if !uploaded.Load() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	intercepted := s.intercepted(host, port)
 	if intercepted {
@@ -669,7 +680,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	// stream starts at once). By default net/http's server reads away and
 	// closes what is left of the body as the answer's headers go out,
 	// under the transport's feet: the request broke, and the answer with
-	// it. An HTTP/2 request needs nothing (the proxy serves HTTP/1.1).
+	// it, or the upstream got a body with a hole. In full duplex the
+	// server leaves the body alone, and no longer closes the connection
+	// after a body left unfinished either: closeIfUploading does.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	resp, err := transport.RoundTrip(out)
 	if err != nil {
@@ -682,6 +695,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 			// read, and the answer may echo the real value.
 			msg = s.Intercept.RedactText(host, port, out, upstreamFailure(authority, err))
 		}
+		closeIfUploading()
 		http.Error(w, msg, http.StatusBadGateway)
 		return
 	}
@@ -690,6 +704,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	defer func() { resp.Body.Close() }()
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
+			closeIfUploading()
 			s.refuseIntercepted(w, host, port, out, ref, http.StatusBadGateway)
 			return
 		}
@@ -699,6 +714,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
+	closeIfUploading()
 	w.WriteHeader(resp.StatusCode)
 	if resp.ContentLength >= 0 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A body of known length: copy in large blocks, no flushing. The
@@ -739,6 +755,20 @@ func abortAnswer(r *http.Request) {
 	if r.Context().Value(http.ServerContextKey) != nil {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// uploadEnd notes when the client's body was read to its end.
+type uploadEnd struct {
+	io.ReadCloser
+	done *atomic.Bool
+}
+
+func (u uploadEnd) Read(b []byte) (int, error) {
+	n, err := u.ReadCloser.Read(b)
+	if err == io.EOF {
+		u.done.Store(true)
+	}
+	return n, err
 }
 
 // writerOnly hides every method of a writer but Write.
