@@ -32,9 +32,9 @@ func TestClaudeCodeStreamEndsEarly(t *testing.T) {
 
 // TestClaudeCodeStreamCut: when the connection of a model stream breaks
 // mid-call (the proxy passes the break on, as the network would have),
-// claude-code 2.1.328 streams the same call again, and the broken call
-// leaves no line in its output: the run goes on with the counts of the
-// calls it reports.
+// claude-code 2.1.328 streams the same call again; the broken call shows
+// as a usage event without output when claude-code wrote its start before
+// the break reached it, else not at all, and the run goes on.
 func TestClaudeCodeStreamCut(t *testing.T) {
 	r := runScenario(t, "tool", mockmodel.Options{CutStreams: 1})
 	end := r.end()
@@ -45,8 +45,9 @@ func TestClaudeCodeStreamCut(t *testing.T) {
 	if len(l) < 3 || !l[0].Aborted || !l[0].Stream || !l[1].Stream || l[1].Aborted || l[1].Step != 0 {
 		t.Fatalf("ledger %+v: want the cut call, then the same step streamed again", l)
 	}
-	if got, want := r.types(), "start network prompt tool_start usage tool text usage end"; got != want {
-		t.Errorf("types:\n got %s\nwant %s", got, want)
+	if got := r.types(); got != "start network prompt tool_start usage tool text usage end" &&
+		got != "start network prompt usage tool_start usage tool text usage end" {
+		t.Errorf("types: %s; want the broken call's usage event or none before tool_start", got)
 	}
 	checkStreamBreak(t, r)
 }
