@@ -121,3 +121,31 @@ func TestTheRestOfAnUploadIsNoRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestAWholeUploadKeepsTheConnection: an answer after the whole body
+// reached the upstream leaves the client's connection open for its next
+// request (closing is for uploads still under way).
+func TestAWholeUploadKeepsTheConnection(t *testing.T) {
+	w := newInterceptWorldServing(t, false, func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(rw, "got "+string(body))
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(w.proxyURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for i := 0; i < 2; i++ {
+		fmt.Fprintf(c, "POST http://%s/v1/x HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\nhello", w.other, w.other)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "got hello" || resp.Close {
+			t.Errorf("request %d: %q, connection closed %v", i, b, resp.Close)
+		}
+	}
+}
