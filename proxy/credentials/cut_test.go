@@ -4,19 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/proxy"
 	"github.com/agentrun-dev/agentrun/proxy/meter"
 )
 
@@ -91,20 +88,8 @@ func newBreakWorld(t *testing.T, idle time.Duration, serve func(c net.Conn) stri
 		OnCall:       func(c meter.Call, _ meter.Usage) { w.mu.Lock(); w.calls = append(w.calls, c); w.mu.Unlock() },
 		OnUnreadable: func(why string) { w.mu.Lock(); w.unread = append(w.unread, why); w.mu.Unlock() },
 	}
-	p, err := proxy.NewPolicy(proxy.ModeCustom, []string{w.upstream, l.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &proxy.Server{Policy: p, TunnelIdleTimeout: idle,
-		Resolver:  &proxy.HostResolver{Static: map[string][]netip.Addr{leakHost: {netip.MustParseAddr("127.0.0.1")}}},
-		Intercept: &Interceptor{Set: set, Authority: w.authority, RootCAs: ca.pool, Meter: m}}
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(pl)
-	t.Cleanup(func() { srv.Close() })
-	w.proxyAddr = pl.Addr().String()
+	icpt := &Interceptor{Set: set, Authority: w.authority, RootCAs: ca.pool, Meter: m}
+	w.proxyAddr = serveProxy(t, icpt, idle, w.upstream, l.Addr().String())
 	return w
 }
 
@@ -124,12 +109,7 @@ func (w *breakWorld) call(t *testing.T, stopAfter int) string {
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(w.authority.CertPEM())
-	tc := tls.Client(&readerConn{Conn: c, r: br}, &tls.Config{ServerName: leakHost, RootCAs: pool})
-	if err := tc.Handshake(); err != nil {
-		t.Fatal(err)
-	}
+	tc := tlsToProxy(t, &readerConn{Conn: c, r: br}, w.authority)
 	fmt.Fprintf(tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Length: 2\r\n\r\n{}", w.upstream, w.cred.StandIn)
 	var all bytes.Buffer
 	if stopAfter > 0 {

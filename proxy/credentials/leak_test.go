@@ -180,20 +180,40 @@ func newLeakWorld(t *testing.T, key string, useTLS bool, upstreamCert func(key s
 	t.Cleanup(func() { release(); log.SetOutput(prev) })
 
 	icpt := &Interceptor{Set: set, Authority: w.authority, RootCAs: roots}
-	p, err := proxy.NewPolicy(proxy.ModeCustom, []string{w.upstream, l.Addr().String()})
+	w.proxyAddr = serveProxy(t, icpt, 5*time.Second, w.upstream, l.Addr().String())
+	return w
+}
+
+// serveProxy runs a filter proxy with icpt that allows the destinations
+// (leakHost resolving to loopback) and returns its address.
+func serveProxy(t *testing.T, icpt *Interceptor, idle time.Duration, allow ...string) string {
+	t.Helper()
+	p, err := proxy.NewPolicy(proxy.ModeCustom, allow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := &proxy.HostResolver{Static: map[string][]netip.Addr{leakHost: {netip.MustParseAddr("127.0.0.1")}}}
-	srv := &proxy.Server{Policy: p, Resolver: res, Intercept: icpt, TunnelIdleTimeout: 5 * time.Second}
+	srv := &proxy.Server{Policy: p, Resolver: res, Intercept: icpt, TunnelIdleTimeout: idle}
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(pl)
 	t.Cleanup(func() { srv.Close() })
-	w.proxyAddr = pl.Addr().String()
-	return w
+	return pl.Addr().String()
+}
+
+// tlsToProxy is TLS over a CONNECT tunnel to leakHost, the proxy's side
+// verified against the run's authority, as the agent's CLI has it.
+func tlsToProxy(t *testing.T, conn net.Conn, authority *Authority) *tls.Conn {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(authority.CertPEM())
+	tc := tls.Client(conn, &tls.Config{ServerName: leakHost, RootCAs: pool})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS to the proxy: %v", err)
+	}
+	return tc
 }
 
 // serveUpstream answers each request with the world's current answer made
@@ -280,13 +300,7 @@ func (w *leakWorld) askWith(t *testing.T, absolute bool, extra string) string {
 		}
 		conn = &readerConn{Conn: c, r: br}
 		if w.tls {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(w.authority.CertPEM())
-			tc := tls.Client(conn, &tls.Config{ServerName: leakHost, RootCAs: pool})
-			if err := tc.Handshake(); err != nil {
-				t.Fatalf("TLS to the proxy: %v", err)
-			}
-			conn = tc
+			conn = tlsToProxy(t, conn, w.authority)
 		}
 	}
 	if extra == "" {
