@@ -117,6 +117,9 @@ func (s *Server) reply(c conv, req *messagesRequest) reply {
 		r = sideReply(c, req)
 		r.Usage = sideUsage(c.Kind)
 	}
+	if c.Role != RoleSide && s.opts.ReplyDelay > r.delay {
+		r.delay = s.opts.ReplyDelay
+	}
 	r.Safeguards = !s.opts.NoSafeguards && req.wantsSafeguard("dangerous_tool_use")
 	return r
 }

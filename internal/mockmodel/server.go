@@ -57,6 +57,10 @@ type Options struct {
 	// ("subagent:bg") so that the main agent answers first. Zero means the
 	// default of 1s; negative means no delay.
 	SubagentDelay time.Duration
+	// ReplyDelay delays every main-agent and subagent reply (side calls
+	// are answered at once), so that a run stays busy for a while: long
+	// enough for a watcher to see it running on a loaded machine.
+	ReplyDelay time.Duration
 	// NoSafeguards makes the mock ignore the request's "safeguards" (it then
 	// behaves like a plain Anthropic-compatible gateway: claude-code's auto
 	// mode denies calls that need the server-side check, such as Agent).

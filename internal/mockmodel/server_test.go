@@ -802,3 +802,35 @@ func TestEndStreamsEarly(t *testing.T) {
 		t.Errorf("ledger %+v", l)
 	}
 }
+
+// TestReplyDelay: main-agent replies wait ReplyDelay; side calls (the
+// classifier here) are answered without it.
+func TestReplyDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s := startServer(t, Options{ReplyDelay: delay})
+	began := time.Now()
+	if evs := streamEvents(t, s, req{Model: "m", Tools: agentTools, Messages: []any{userText("scenario:tool")}}); evs[len(evs)-1].Name != "message_stop" {
+		t.Fatalf("main call: %v", evs)
+	}
+	if took := time.Since(began); took < delay {
+		t.Errorf("the main call was answered after %s, before its delay of %s", took, delay)
+	}
+
+	// A side call under an hour's delay would hit the client's timeout.
+	slow := startServer(t, Options{ReplyDelay: time.Hour})
+	data, err := json.Marshal(req{Model: "m", Stop: []any{"</severity>"},
+		System:   []any{map[string]any{"type": "text", "text": "You are a security monitor for autonomous AI coding agents."}},
+		Messages: []any{userText("<transcript>\n", `{"Bash":"echo hello"}`, "</transcript>\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Post(slow.URL()+"/v1/messages", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("side call: %v", err)
+	}
+	resp.Body.Close()
+	if l := slow.Ledger(); len(l) != 1 || l[0].Role != RoleSide {
+		t.Errorf("ledger %+v", l)
+	}
+}

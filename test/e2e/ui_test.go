@@ -30,9 +30,13 @@ import (
 // own tool call nested under it, and the end, finished. A second run,
 // busy in a slow model call, is stopped with the page's button: it ends
 // interrupted, reason Cancelled, and the page shows that end.
+//
+// The mock holds each of the agent's model calls a while: a quick run on
+// a loaded machine can end before the kubelet reports its container
+// running, and go from Pending straight to Succeeded.
 func TestUI(t *testing.T) {
 	t.Parallel()
-	_, port := startMock(t, mockmodel.Options{})
+	_, port := startMock(t, mockmodel.Options{ReplyDelay: 2 * time.Second})
 	base, token := startUI(t)
 	const name = "e2e-ui-live"
 	claudeRun(name, "subagent", port).apply(t)
