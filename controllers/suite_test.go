@@ -51,6 +51,13 @@ func init() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 }
 
+// priorityQueueShutdownRace is controller-runtime 0.23's priority queue
+// handing an item to a worker that the queue's shutdown has just released:
+// the send blocks for good (kubernetes-sigs/controller-runtime#3538, fixed
+// in 0.25, which needs the Kubernetes 1.37 libraries). It happens only
+// when a controller stops, which in the manager is the process's end.
+const priorityQueueShutdownRace = "sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue.(*priorityqueue[...]).handleReadyItems.func1.1"
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if err := testEnv.Stop(); err != nil {
@@ -58,10 +65,10 @@ func TestMain(m *testing.M) {
 	}
 	if code == 0 {
 		// No goroutine of the package's (a controller's, a poller's, a
-		// watch's) outlives its tests. No library goroutine needs to be
-		// passed over: the managers, caches and clients the tests start
-		// stop with them, and envtest's processes are stopped above.
-		if err := goleak.Find(); err != nil {
+		// watch's) outlives its tests: the managers, caches and clients
+		// the tests start stop with them, and envtest's processes are
+		// stopped above. One library goroutine is passed over.
+		if err := goleak.Find(goleak.IgnoreTopFunction(priorityQueueShutdownRace)); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
