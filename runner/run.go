@@ -104,8 +104,11 @@ type run struct {
 	pipe     *pipeline
 	proc     *process
 	stop     *stopper
-	meter    *meter.Meter // the model calls to credential hosts, nil without
-	meterMu  sync.Mutex   // orders the writes of --meter-file
+	// proxyStop is stop for the proxy's goroutines (the meter's limit),
+	// which serve calls from the sandbox's start, before watch sets stop.
+	proxyStop atomic.Pointer[stopper]
+	meter     *meter.Meter // the model calls to credential hosts, nil without
+	meterMu   sync.Mutex   // orders the writes of --meter-file
 	// unmetered counts the calls the meter could not count, for the
 	// bound on their warnings.
 	unmetered atomic.Int32
@@ -207,7 +210,7 @@ func (r *run) build() *events.End {
 		}
 	}
 	if c := r.p.creds; c != nil {
-		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnUnreadable: r.onUnmeteredCall}
+		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens, OnUnreadable: r.onUnmeteredCall}
 		closers = append(closers, c.close)
 		var extra []credentials.Dest
 		if r.repo != nil {
@@ -316,6 +319,14 @@ func (r *run) watch(ctx context.Context) {
 	r.stop = &stopper{proc: r.proc, grace: o.Grace}
 	if r.stop.grace <= 0 {
 		r.stop.grace = DefaultGrace
+	}
+	r.proxyStop.Store(r.stop)
+	if r.meter != nil {
+		// What the meter saw before the stopper existed.
+		r.holdTokenLimit()
+		if o.MaxTokens > 0 && r.meter.UnreadableCalls() > 0 {
+			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: a model call could not be metered", o.MaxTokens))
+		}
 	}
 	if o.Timeout > 0 {
 		t := time.AfterFunc(o.Timeout, func() {
@@ -426,15 +437,35 @@ func (r *run) agentVars() [][2]string {
 // onMeteredCall enforces --max-tokens with the meter's count, which the
 // CLI cannot under-report: past it the proxy refuses further model calls
 // and the run ends with limit.
-func (r *run) onMeteredCall(_ meter.Call, total meter.Usage) {
+func (r *run) onMeteredCall(meter.Call, meter.Usage) {
 	r.writeMeterFile()
+	r.holdTokenLimit()
+}
+
+// onReportedTokens: a call under way reported tokens (an Anthropic
+// stream's input, in its first event). The limit need not wait for its
+// answer to end, which an agent could put off by not reading it.
+func (r *run) onReportedTokens(meter.Usage) { r.holdTokenLimit() }
+
+// holdTokenLimit ends the run with limit once the meter's count, with what
+// calls still under way have reported, is past --max-tokens: whichever
+// call ends or reports, the calls held open count too.
+func (r *run) holdTokenLimit() {
 	max := r.o.MaxTokens
-	if max <= 0 || total.Total() <= max {
+	if max <= 0 {
+		return
+	}
+	with, ended := r.meter.Reported().Total(), r.meter.Total().Total()
+	if with <= max {
 		return
 	}
 	r.p.creds.intercept.Refuse(tokenLimitRefusal(max))
-	if r.stop != nil {
-		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens metered at the proxy", max, total.Total()))
+	note := ""
+	if with != ended {
+		note = " (calls under way included)"
+	}
+	if st := r.proxyStop.Load(); st != nil {
+		st.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d reached: %d tokens metered at the proxy%s", max, with, note))
 	}
 }
 
@@ -477,8 +508,8 @@ func (r *run) onUnmeteredCall(why string) {
 		return
 	}
 	r.p.creds.intercept.Refuse(fmt.Sprintf("token_limit: --max-tokens %d cannot be held: a model call could not be metered", max))
-	if r.stop != nil {
-		r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: %s", max, why))
+	if st := r.proxyStop.Load(); st != nil {
+		st.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: %s", max, why))
 	}
 }
 

@@ -54,6 +54,13 @@ func (u *Usage) add(v Usage) {
 	u.CacheWriteTokens += v.CacheWriteTokens
 }
 
+func (u *Usage) sub(v Usage) {
+	u.InputTokens -= v.InputTokens
+	u.OutputTokens -= v.OutputTokens
+	u.CacheReadTokens -= v.CacheReadTokens
+	u.CacheWriteTokens -= v.CacheWriteTokens
+}
+
 // Call is one metered model call.
 type Call struct {
 	API    API
@@ -72,8 +79,17 @@ type Meter struct {
 	calls      []Call
 	total      Usage
 	unreadable int
+	// reported is what the calls still under way have reported so far
+	// (an Anthropic stream's input and cache tokens come in its first
+	// event, its output at its end).
+	reported Usage
 	// OnCall, when set, receives each call and the run's total after it.
 	OnCall func(c Call, total Usage)
+	// OnReported, when set, receives the run's total with what the calls
+	// still under way have reported, each time a call's answer reports
+	// more: a limit held against it does not wait for the answers to end
+	// (an agent that stops reading one keeps it under way).
+	OnReported func(total Usage)
 	// OnUnreadable, when set, receives why each model call could not be
 	// metered (see Unreadable).
 	OnUnreadable func(why string)
@@ -119,8 +135,33 @@ func (m *Meter) Total() Usage {
 	return m.total
 }
 
-func (m *Meter) record(c Call) {
+// Reported is the run's total with what the calls still under way have
+// reported so far.
+func (m *Meter) Reported() Usage {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.total
+	t.add(m.reported)
+	return t
+}
+
+// report moves a call under way from having reported was to now.
+func (m *Meter) report(was, now Usage) {
+	m.mu.Lock()
+	m.reported.sub(was)
+	m.reported.add(now)
+	t, on := m.total, m.OnReported
+	t.add(m.reported)
+	m.mu.Unlock()
+	if on != nil {
+		on(t)
+	}
+}
+
+// record adds a call that ended, which had reported so far while under way.
+func (m *Meter) record(c Call, so Usage) {
+	m.mu.Lock()
+	m.reported.sub(so)
 	m.calls = append(m.calls, c)
 	m.total.add(c.Usage)
 	total, on := m.total, m.OnCall
@@ -179,16 +220,20 @@ func Describe(req *http.Request) string {
 type parser interface {
 	feed(b []byte)
 	// result is the call's usage and model, ok when any usage was seen,
-	// complete when the final usage was.
+	// complete when the final usage was; it is read at the end.
 	result() (u Usage, model string, ok, complete bool)
+	// sofar is the usage the answer has reported before its end, ok when
+	// any.
+	sofar() (u Usage, ok bool)
 	// unread says why the call's tokens are not all known ("" when they
 	// are): no usage, or a line or body past maxLine, which may have held
 	// it.
 	unread() string
 }
 
-// watched passes a body through its parser and records the call once, at
-// its end or when it is closed early.
+// watched passes a body through its parser, tells the meter what the call
+// has reported as it comes, and records the call once, at its end or when
+// it is closed early.
 type watched struct {
 	io.ReadCloser
 	p      parser
@@ -196,18 +241,42 @@ type watched struct {
 	api    API
 	stream bool
 	call   string // Describe's
+	mu     sync.Mutex
+	so     Usage // what the meter was told so far
+	ended  bool
 	once   sync.Once
 }
 
 func (w *watched) Read(b []byte) (int, error) {
 	n, err := w.ReadCloser.Read(b)
 	if n > 0 {
-		w.p.feed(b[:n])
+		w.feed(b[:n])
 	}
 	if err != nil {
 		w.done()
 	}
 	return n, err
+}
+
+func (w *watched) feed(b []byte) {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return
+	}
+	w.p.feed(b)
+	was := w.so
+	u, ok := w.p.sofar()
+	if ok {
+		w.so = u
+	}
+	w.mu.Unlock()
+	// Told outside the lock: the meter's callbacks may do anything, even
+	// close this body. A record (done) between the two moves the same
+	// amounts in the other order.
+	if ok && u != was {
+		w.m.report(was, u)
+	}
 }
 
 func (w *watched) Close() error {
@@ -217,9 +286,13 @@ func (w *watched) Close() error {
 
 func (w *watched) done() {
 	w.once.Do(func() {
+		w.mu.Lock()
+		w.ended = true
+		so := w.so
+		w.mu.Unlock()
 		u, model, ok, complete := w.p.result()
 		if ok {
-			w.m.record(Call{API: w.api, Model: model, Stream: w.stream, Usage: u, Complete: complete})
+			w.m.record(Call{API: w.api, Model: model, Stream: w.stream, Usage: u, Complete: complete}, so)
 		}
 		if why := w.p.unread(); why != "" {
 			w.m.Unreadable(fmt.Sprintf("the answer of %s %s, so its tokens are unknown", w.call, why))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,5 +204,137 @@ func TestMeterFailsClosed(t *testing.T) {
 				t.Errorf("the reason does not name the call: %q", why[0])
 			}
 		})
+	}
+}
+
+// TestMeterReportsCallsUnderWay: what a call's answer reports before its
+// end (an Anthropic stream's input and cache tokens, in its first event)
+// is in Reported and goes to OnReported at once, while the call is under
+// way and its reader has read no further: a limit does not wait for the
+// answer's end, which an agent that stops reading holds off. At the end
+// the call moves from reported to recorded, counted once; an answer that
+// reports only at its end (a whole body, the OpenAI APIs) adds nothing
+// before.
+func TestMeterReportsCallsUnderWay(t *testing.T) {
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":20,\"output_tokens\":1}}}\n\n"
+	const delta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+	const end = "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tt := range []struct {
+		name, path, ctype string
+		pieces            []string // what the upstream sends, one piece at a time
+		before            []int64  // Reported().Total() after each piece, read by the client
+		calls             int
+		total             int64 // recorded at the end
+	}{
+		{"anthropic stream", "/v1/messages", "text/event-stream", []string{start, delta, end}, []int64{151, 151, 190}, 1, 190},
+		{"anthropic stream cut after its start", "/v1/messages", "text/event-stream", []string{start, delta}, []int64{151, 151}, 1, 151},
+		{"responses stream", "/v1/responses", "text/event-stream", []string{
+			"data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n",
+			"data: {\"type\":\"response.completed\",\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"output_tokens\":40}}}\n\n",
+		}, []int64{0, 140}, 1, 140},
+		{"whole body", "/v1/messages", "application/json", []string{
+			`{"type":"message","model":"m","content":[],`, `"usage":{"input_tokens":100,"output_tokens":40}}`,
+		}, []int64{0, 0}, 1, 140},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen []int64
+			m := &Meter{OnReported: func(total Usage) { seen = append(seen, total.Total()) }}
+			pr, pw := io.Pipe()
+			req, _ := http.NewRequest("POST", "http://api.test"+tt.path, nil)
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {tt.ctype}}, Body: pr}
+			m.Watch(req, resp)
+			for i, piece := range tt.pieces {
+				go func() { _, _ = io.WriteString(pw, piece) }()
+				buf := make([]byte, len(piece))
+				if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != piece {
+					t.Fatalf("piece %d: %q %v", i, buf, err)
+				}
+				if got := m.Reported().Total(); got != tt.before[i] {
+					t.Errorf("after piece %d: reported %d, want %d", i, got, tt.before[i])
+				}
+				if m.Total().Total() != 0 || len(m.Calls()) != 0 {
+					t.Errorf("after piece %d: recorded before the end: %+v", i, m.Calls())
+				}
+			}
+			pw.Close()
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if len(m.Calls()) != tt.calls || m.Total().Total() != tt.total || m.Reported() != m.Total() {
+				t.Errorf("at the end: calls %+v, total %+v, reported %+v; want %d calls, %d tokens, reported = total",
+					m.Calls(), m.Total(), m.Reported(), tt.calls, tt.total)
+			}
+			var want []int64
+			for i, b := range tt.before {
+				if b != 0 && (i == 0 || b != tt.before[i-1]) {
+					want = append(want, b)
+				}
+			}
+			if tt.ctype == "application/json" {
+				want = nil // a whole body reports at its end only, as the call is recorded
+			}
+			if !slices.Equal(seen, want) {
+				t.Errorf("OnReported saw %v, want %v", seen, want)
+			}
+		})
+	}
+}
+
+// TestMeterCallsUnderWayTogether: several calls under way add up in
+// Reported; one closed early (its client left) is recorded with what it
+// had reported and counted once; a final usage that repeats the input
+// replaces the reported values; nothing read after a close is counted;
+// at the end Reported is Total again.
+func TestMeterCallsUnderWayTogether(t *testing.T) {
+	const start = "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":20,\"output_tokens\":1}}}\n\n"
+	const end = "data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":100,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":20,\"output_tokens\":40}}\n\ndata: {\"type\":\"message_stop\"}\n\n"
+	m := &Meter{}
+	type stream struct {
+		w    *io.PipeWriter
+		body io.ReadCloser
+	}
+	open := func() stream {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest("POST", "http://api.test/v1/messages", nil)
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr}
+		m.Watch(req, resp)
+		return stream{pw, resp.Body}
+	}
+	send := func(s stream, piece string) {
+		t.Helper()
+		go func() { _, _ = io.WriteString(s.w, piece) }()
+		if _, err := io.ReadFull(s.body, make([]byte, len(piece))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, reported, total int64) {
+		t.Helper()
+		if r, tt := m.Reported().Total(), m.Total().Total(); r != reported || tt != total {
+			t.Errorf("%s: reported %d, total %d; want %d, %d", step, r, tt, reported, total)
+		}
+	}
+	a, b := open(), open()
+	send(a, start)
+	check("a started", 151, 0)
+	send(b, start)
+	check("b started", 302, 0)
+	a.body.Close() // a's client left
+	check("a closed", 302, 151)
+	go func() { _, _ = io.WriteString(a.w, end) }()
+	if _, err := a.body.Read(make([]byte, 64)); err == nil {
+		t.Error("a read after its close succeeded")
+	}
+	check("a read after its close", 302, 151)
+	send(b, end)
+	check("b's final usage, before its end", 341, 151)
+	b.w.Close()
+	if _, err := io.ReadAll(b.body); err != nil {
+		t.Fatal(err)
+	}
+	b.body.Close()
+	check("b ended", 341, 341)
+	if c := m.Calls(); len(c) != 2 || c[0].Complete || !c[1].Complete {
+		t.Errorf("calls %+v: a cut, then b whole", c)
 	}
 }

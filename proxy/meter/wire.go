@@ -138,6 +138,10 @@ type sse struct {
 
 func newSSE(api API) *sse { return &sse{state: state{api: api}} }
 
+// sofar is what the events so far reported: an Anthropic stream's input and
+// cache tokens from its first event on.
+func (p *sse) sofar() (Usage, bool) { return p.usage, p.seen }
+
 func (p *sse) feed(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
@@ -252,6 +256,9 @@ func (p *jsonBody) read() *state {
 }
 
 func (p *jsonBody) result() (Usage, string, bool, bool) { return p.read().result() }
+
+// sofar: a whole body is read at its end only.
+func (p *jsonBody) sofar() (Usage, bool) { return Usage{}, false }
 
 // unread: a body past maxLine is not read at all (the usage of the
 // three APIs comes at its end); a body without usage is not a call the

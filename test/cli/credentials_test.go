@@ -320,6 +320,47 @@ done`, body, mockHost, u.Port())
 	}
 }
 
+// TestMaxTokensCountsACallUnderWay: a streamed call's input tokens count
+// toward --max-tokens from the stream's first event, while the call is
+// still under way: an agent that keeps a call open (a slow model here; an
+// agent that stops reading is the same to the proxy) does not hold the
+// limit off until it ends. The mock's slow stream runs for ten minutes;
+// the run ends limit long before, with the call's input counted.
+func TestMaxTokensCountsACallUnderWay(t *testing.T) {
+	const real = "sk-real-underway-0123456789"
+	srv, err := mockmodel.Start(mockmodel.Options{APIKey: real, SlowMax: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL())
+	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"scenario:slow go"}],"tools":[{"name":"Bash"}]}`
+	script := fmt.Sprintf(`curl -sN -o /dev/null -H "x-api-key: $ANTHROPIC_API_KEY" -H "content-type: application/json" -d '%s' http://%s:%s/v1/messages`,
+		body, mockHost, u.Port())
+	bin := fakeCLI(t, nil, script)
+	r := runAgentrun(t, invocation{args: []string{"--runtime", "claude-code", "--cwd", t.TempDir(), "--max-tokens", "50", "--timeout", "5m",
+		"--credential", "ANTHROPIC_API_KEY=http://" + mockHost + ":" + u.Port(), "--add-host", mockHost + "=127.0.0.1", "--allow-host", "127.0.0.1:" + u.Port()},
+		prompt: "hi", env: []string{"AGENTRUN_CLAUDE_BIN=" + bin, "ANTHROPIC_API_KEY=" + real}})
+	end := r.end()
+	if end == nil || end.Status != events.StatusLimit || !strings.Contains(end.Detail, "--max-tokens 50 reached") ||
+		!strings.Contains(end.Detail, "calls under way included") {
+		t.Fatalf("end %+v\nstderr %s", end, r.stderr)
+	}
+	// The mock records the call once it sees the client gone.
+	var l []mockmodel.Call
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if l = srv.Ledger(); len(l) > 0 {
+			break
+		}
+	}
+	if len(l) != 1 || !l[0].Aborted {
+		t.Fatalf("the mock's ledger %+v: one slow call, cut by the run's end", l)
+	}
+	if u := l[0].Usage; u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens <= 50 {
+		t.Errorf("the slow call's input %+v is not past the limit", u)
+	}
+}
+
 // recordedErrors is an errorer that keeps what was reported.
 type recordedErrors struct{ errs []string }
 

@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/events"
+	"github.com/agentrun-dev/agentrun/podcontract"
+	"github.com/agentrun-dev/agentrun/proxy/credentials"
+	"github.com/agentrun-dev/agentrun/proxy/meter"
+)
+
+// TestTokenLimitCountsCallsUnderWay: --max-tokens is held against the
+// meter's count with what calls still under way have reported, whichever
+// call ends or reports: a stream held open (its input reported, its end
+// never read) counts when another call ends, and the run's end says when
+// calls under way were part of the count.
+func TestTokenLimitCountsCallsUnderWay(t *testing.T) {
+	// input 30 + cache 10 + output 1 = 41 reported by the stream's start.
+	const start = "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":30,\"cache_read_input_tokens\":10,\"output_tokens\":1}}}\n\n"
+	const whole20 = `{"type":"message","model":"m","content":[],"usage":{"input_tokens":15,"output_tokens":5}}`
+	for _, tt := range []struct {
+		name   string
+		held   bool   // a stream is held open after its start
+		whole  int    // calls of 20 tokens that end
+		detail string // the end's detail, "" for no stop
+	}{
+		{"a held stream under the limit", true, 0, ""},
+		{"a held stream and a call that ends", true, 1, "--max-tokens 50 reached: 61 tokens metered at the proxy (calls under way included)"},
+		{"calls that end", false, 3, "--max-tokens 50 reached: 60 tokens metered at the proxy"},
+		{"calls that end, under the limit", false, 2, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			agent := exec.Command("sleep", "60")
+			if err := agent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+			intercept := &credentials.Interceptor{}
+			r := &run{o: Options{RunFlags: podcontract.RunFlags{MaxTokens: 50}}, p: &prepared{creds: &creds{intercept: intercept}}}
+			r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens}
+			// An hour's grace: the test ends long before the kill.
+			st := &stopper{proc: &process{agentPid: agent.Process.Pid, exited: make(chan struct{})}, grace: time.Hour}
+			r.proxyStop.Store(st)
+
+			if tt.held {
+				pr, pw := io.Pipe()
+				defer pw.Close()
+				resp := watch(r.meter, "text/event-stream", pr)
+				go func() { _, _ = io.WriteString(pw, start) }()
+				if _, err := io.ReadFull(resp.Body, make([]byte, len(start))); err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+			}
+			for range tt.whole {
+				resp := watch(r.meter, "application/json", io.NopCloser(strings.NewReader(whole20)))
+				if _, err := io.ReadAll(resp.Body); err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+
+			cause, detail := st.result()
+			refused := intercept.Request("api.test", 443, httptestRequest()) != nil
+			if tt.detail == "" {
+				if cause != "" || refused {
+					t.Errorf("stopped (%s %q) or refused (%v) under the limit", cause, detail, refused)
+				}
+				return
+			}
+			if cause != events.StatusLimit || detail != tt.detail || !refused {
+				t.Errorf("end %s %q, refused %v; want limit %q, refused", cause, detail, refused, tt.detail)
+			}
+		})
+	}
+}
+
+// watch passes an answer of the given type through the meter, as the
+// proxy does for a model call to api.test.
+func watch(m *meter.Meter, ctype string, body io.ReadCloser) *http.Response {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {ctype}}, Body: body}
+	m.Watch(httptestRequest(), resp)
+	return resp
+}
+
+func httptestRequest() *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, "https://api.test/v1/messages", nil)
+	return req
+}
