@@ -320,14 +320,7 @@ func (r *run) watch(ctx context.Context) {
 	if r.stop.grace <= 0 {
 		r.stop.grace = DefaultGrace
 	}
-	r.proxyStop.Store(r.stop)
-	if r.meter != nil {
-		// What the meter saw before the stopper existed.
-		r.holdTokenLimit()
-		if o.MaxTokens > 0 && r.meter.UnreadableCalls() > 0 {
-			r.stop.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: a model call could not be metered", o.MaxTokens))
-		}
-	}
+	r.startProxyStop(r.stop)
 	if o.Timeout > 0 {
 		t := time.AfterFunc(o.Timeout, func() {
 			r.stop.stop(events.StatusTimeout, fmt.Sprintf("--timeout %d reached", int(o.Timeout/time.Second)))
@@ -432,6 +425,20 @@ func (r *run) saveSession() string {
 // stand-ins and CA files.
 func (r *run) agentVars() [][2]string {
 	return append(append(append([][2]string{}, r.p.env...), r.p.creds.pairs()...), r.repo.agentVars(r.stateDir)...)
+}
+
+// startProxyStop lets the meter's limit stop the run through st, and
+// applies what the meter saw before: the proxy serves the sandbox's calls
+// from its start, before the stopper exists.
+func (r *run) startProxyStop(st *stopper) {
+	r.proxyStop.Store(st)
+	if r.meter == nil {
+		return
+	}
+	r.holdTokenLimit()
+	if max := r.o.MaxTokens; max > 0 && r.meter.UnreadableCalls() > 0 {
+		st.stop(events.StatusLimit, fmt.Sprintf("--max-tokens %d cannot be held: a model call could not be metered", max))
+	}
 }
 
 // onMeteredCall enforces --max-tokens with the meter's count, which the

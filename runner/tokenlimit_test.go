@@ -20,19 +20,22 @@ import (
 // never read) counts when another call ends, and the run's end says when
 // calls under way were part of the count.
 func TestTokenLimitCountsCallsUnderWay(t *testing.T) {
-	// input 30 + cache 10 + output 1 = 41 reported by the stream's start.
+	// input 30 + cache 10 + output 1 = 41 reported by a stream's start.
 	const start = "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":30,\"cache_read_input_tokens\":10,\"output_tokens\":1}}}\n\n"
 	const whole20 = `{"type":"message","model":"m","content":[],"usage":{"input_tokens":15,"output_tokens":5}}`
 	for _, tt := range []struct {
 		name   string
-		held   bool   // a stream is held open after its start
+		held   int    // streams held open after their start
 		whole  int    // calls of 20 tokens that end
+		late   bool   // the calls come before the stopper exists
 		detail string // the end's detail, "" for no stop
 	}{
-		{"a held stream under the limit", true, 0, ""},
-		{"a held stream and a call that ends", true, 1, "--max-tokens 50 reached: 61 tokens metered at the proxy (calls under way included)"},
-		{"calls that end", false, 3, "--max-tokens 50 reached: 60 tokens metered at the proxy"},
-		{"calls that end, under the limit", false, 2, ""},
+		{"a held stream under the limit", 1, 0, false, ""},
+		{"held streams past the limit", 2, 0, false, "--max-tokens 50 reached: 82 tokens metered at the proxy (calls under way included)"},
+		{"a held stream and a call that ends", 1, 1, false, "--max-tokens 50 reached: 61 tokens metered at the proxy (calls under way included)"},
+		{"calls that end", 0, 3, false, "--max-tokens 50 reached: 60 tokens metered at the proxy"},
+		{"calls that end, under the limit", 0, 2, false, ""},
+		{"held streams before the stopper", 2, 0, true, "--max-tokens 50 reached: 82 tokens metered at the proxy (calls under way included)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			agent := exec.Command("sleep", "60")
@@ -43,11 +46,11 @@ func TestTokenLimitCountsCallsUnderWay(t *testing.T) {
 			intercept := &credentials.Interceptor{}
 			r := &run{o: Options{RunFlags: podcontract.RunFlags{MaxTokens: 50}}, p: &prepared{creds: &creds{intercept: intercept}}}
 			r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens}
-			// An hour's grace: the test ends long before the kill.
-			st := &stopper{proc: &process{agentPid: agent.Process.Pid, exited: make(chan struct{})}, grace: time.Hour}
-			r.proxyStop.Store(st)
-
-			if tt.held {
+			st := &stopper{proc: &process{cmd: agent, agentPid: agent.Process.Pid, exited: make(chan struct{})}, grace: time.Minute}
+			if !tt.late {
+				r.startProxyStop(st)
+			}
+			for range tt.held {
 				pr, pw := io.Pipe()
 				defer pw.Close()
 				resp := watch(r.meter, "text/event-stream", pr)
@@ -65,6 +68,9 @@ func TestTokenLimitCountsCallsUnderWay(t *testing.T) {
 				resp.Body.Close()
 			}
 
+			if tt.late {
+				r.startProxyStop(st)
+			}
 			cause, detail := st.result()
 			refused := intercept.Request("api.test", 443, httptestRequest()) != nil
 			if tt.detail == "" {

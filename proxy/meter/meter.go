@@ -271,9 +271,10 @@ func (w *watched) feed(b []byte) {
 		w.so = u
 	}
 	w.mu.Unlock()
-	// Told outside the lock: the meter's callbacks may do anything, even
-	// close this body. A record (done) between the two moves the same
-	// amounts in the other order.
+	// Told outside the lock: OnReported may do anything, even close this
+	// body (OnCall and OnUnreadable run inside done's once, and must not).
+	// A record (done) between the two moves the same amounts in the other
+	// order: the count is low for a moment, never high.
 	if ok && u != was {
 		w.m.report(was, u)
 	}
