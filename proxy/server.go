@@ -702,6 +702,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	// The body as it is at the end: the interceptor wraps it (its meter
 	// counts a call when its body is closed, the client gone or not).
 	defer func() { resp.Body.Close() }()
+	// Bytes from upstream are activity, also those the interceptor reads
+	// ahead (its meter reads a whole answer without streaming).
+	resp.Body = activity{resp.Body, &last}
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
 			closeIfUploading()
@@ -709,7 +712,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 			return
 		}
 	}
-	body := activity{resp.Body, &last}
+	body := resp.Body
 	stripHop(resp.Header)
 	for k, v := range resp.Header {
 		w.Header()[k] = v

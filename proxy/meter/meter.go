@@ -16,6 +16,7 @@
 package meter
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -171,11 +172,13 @@ func (m *Meter) record(c Call, so Usage) {
 	}
 }
 
-// Watch makes resp's body report the call's usage as it is read by the
-// client; the body's bytes pass unchanged. Only successful answers (2xx)
-// are counted: of a model call from its usage, at the end of the body;
-// of a call the meter cannot read (Classify's Unknown) as unreadable at
-// once. Free calls and error answers are left alone.
+// Watch makes resp's body report the call's usage: a stream's as it is
+// read by the client, an answer without streaming's here, read whole
+// before the client gets it (readAhead); the body's bytes pass unchanged.
+// Only successful answers (2xx) are counted: of a model call from its
+// usage, at the end of the body (and what a stream reports before, see
+// Reported); of a call the meter cannot read (Classify's Unknown) as
+// unreadable at once. Free calls and error answers are left alone.
 func (m *Meter) Watch(req *http.Request, resp *http.Response) {
 	if resp.StatusCode/100 != 2 {
 		return
@@ -189,18 +192,48 @@ func (m *Meter) Watch(req *http.Request, resp *http.Response) {
 		return
 	}
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	var p parser
-	if stream {
-		p = newSSE(api)
-	} else {
-		p = &jsonBody{api: api}
-	}
 	body := resp.Body
 	if body == nil {
 		body = http.NoBody
 	}
-	resp.Body = &watched{ReadCloser: body, p: p, m: m, api: api, stream: stream, call: Describe(req)}
+	if stream {
+		resp.Body = &watched{ReadCloser: body, p: newSSE(api), m: m, api: api, stream: true, call: Describe(req)}
+		return
+	}
+	resp.Body = readAhead(&watched{ReadCloser: body, p: &jsonBody{api: api}, m: m, api: api, call: Describe(req)})
 }
+
+// readAhead reads a whole (non-streamed) answer through w before the
+// client gets a byte of it, so that the call is counted whether or not the
+// client reads it: its usage comes at its end, which an agent could
+// otherwise hold off by not reading a large answer. The answer is kept up
+// to maxLine, which the meter keeps anyway; one larger is not read (the
+// meter counts it as unreadable) and passes as it comes.
+func readAhead(w *watched) io.ReadCloser {
+	data, err := io.ReadAll(io.LimitReader(w, maxLine+1))
+	if len(data) > maxLine {
+		return readCloser{io.MultiReader(bytes.NewReader(data), w), w}
+	}
+	if err == nil {
+		// At its end: the call is recorded.
+		return readCloser{bytes.NewReader(data), w}
+	}
+	// Cut short (recorded as such): the client reads what came, then the
+	// same error.
+	return readCloser{io.MultiReader(bytes.NewReader(data), errReader{err}), w}
+}
+
+// readCloser reads from r and closes c.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // maxShownPath bounds the path Describe shows: it is the agent's.
 const maxShownPath = 100

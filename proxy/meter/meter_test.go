@@ -3,6 +3,7 @@ package meter
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -212,9 +213,8 @@ func TestMeterFailsClosed(t *testing.T) {
 // is in Reported and goes to OnReported at once, while the call is under
 // way and its reader has read no further: a limit does not wait for the
 // answer's end, which an agent that stops reading holds off. At the end
-// the call moves from reported to recorded, counted once; an answer that
-// reports only at its end (a whole body, the OpenAI APIs) adds nothing
-// before.
+// the call moves from reported to recorded, counted once; a stream that
+// reports only at its end (the OpenAI APIs) adds nothing before.
 func TestMeterReportsCallsUnderWay(t *testing.T) {
 	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"cache_read_input_tokens\":30,\"cache_creation_input_tokens\":20,\"output_tokens\":1}}}\n\n"
 	const delta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
@@ -232,9 +232,6 @@ func TestMeterReportsCallsUnderWay(t *testing.T) {
 			"data: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n",
 			"data: {\"type\":\"response.completed\",\"response\":{\"model\":\"m\",\"usage\":{\"input_tokens\":100,\"output_tokens\":40}}}\n\n",
 		}, []int64{0, 140}, 1, 140},
-		{"whole body", "/v1/messages", "application/json", []string{
-			`{"type":"message","model":"m","content":[],`, `"usage":{"input_tokens":100,"output_tokens":40}}`,
-		}, []int64{0, 0}, 1, 140},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var seen []int64
@@ -270,9 +267,6 @@ func TestMeterReportsCallsUnderWay(t *testing.T) {
 				if b != 0 && (i == 0 || b != tt.before[i-1]) {
 					want = append(want, b)
 				}
-			}
-			if tt.ctype == "application/json" {
-				want = nil // a whole body reports at its end only, as the call is recorded
 			}
 			if !slices.Equal(seen, want) {
 				t.Errorf("OnReported saw %v, want %v", seen, want)
@@ -351,3 +345,53 @@ func TestMeterIgnoresReadsAfterTheEnd(t *testing.T) {
 		t.Errorf("after reads past the close: reported %+v, total %+v, calls %+v, unreadable %q", m.Reported(), m.Total(), m.Calls(), why)
 	}
 }
+
+// TestMeterReadsAWholeAnswerAhead: an answer without streaming is read
+// whole before the client gets a byte, so the call is counted whether or
+// not the client reads it; the client then reads it unchanged. One cut
+// short reaches the client cut, with the same error, and counts as
+// unreadable; one over maxLine passes unread (TestMeterFailsClosed).
+func TestMeterReadsAWholeAnswerAhead(t *testing.T) {
+	const answer = `{"type":"message","model":"m","content":[],"usage":{"input_tokens":100,"output_tokens":40}}`
+	cut := errors.New("connection reset")
+	for _, tt := range []struct {
+		name   string
+		body   io.Reader
+		total  int64
+		why    string // unreadable, "" for none
+		err    error  // what the client's read ends with
+		client string // what the client reads
+	}{
+		{"whole", strings.NewReader(answer), 140, "", nil, answer},
+		{"cut", io.MultiReader(strings.NewReader(answer[:40]), errReader{cut}), 0, "came without usage", cut, answer[:40]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var why []string
+			m := &Meter{OnUnreadable: func(w string) { why = append(why, w) }}
+			req, _ := http.NewRequest("POST", "http://api.test/v1/messages", nil)
+			closed := false
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: readCloser{tt.body, closerFunc(func() error { closed = true; return nil })}}
+			m.Watch(req, resp)
+			// Before the client reads a byte.
+			if got := m.Total().Total(); got != tt.total {
+				t.Errorf("counted before the client read: %d, want %d", got, tt.total)
+			}
+			if tt.why == "" && len(why) != 0 || tt.why != "" && (len(why) != 1 || !strings.Contains(why[0], tt.why)) {
+				t.Errorf("unreadable %q, want %q", why, tt.why)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if string(got) != tt.client || !errors.Is(err, tt.err) {
+				t.Errorf("the client read %q, %v; want %q, %v", got, err, tt.client, tt.err)
+			}
+			resp.Body.Close()
+			if !closed {
+				t.Error("the upstream's body was not closed")
+			}
+		})
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
