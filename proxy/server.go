@@ -703,8 +703,11 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, authority, host s
 	// counts a call when its body is closed, the client gone or not).
 	defer func() { resp.Body.Close() }()
 	// Bytes from upstream are activity, also those the interceptor reads
-	// ahead (its meter reads a whole answer without streaming).
-	resp.Body = activity{resp.Body, &last}
+	// ahead (its meter may read a whole answer without streaming). An
+	// answer without a body keeps http.NoBody, which says so.
+	if resp.Body != http.NoBody {
+		resp.Body = activity{resp.Body, &last}
+	}
 	if intercepted {
 		if ref := s.Intercept.Response(host, port, out, resp); ref != nil {
 			closeIfUploading()

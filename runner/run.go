@@ -210,7 +210,8 @@ func (r *run) build() *events.End {
 		}
 	}
 	if c := r.p.creds; c != nil {
-		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens, OnUnreadable: r.onUnmeteredCall}
+		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens, OnUnreadable: r.onUnmeteredCall,
+			ReadAhead: o.MaxTokens > 0}
 		closers = append(closers, c.close)
 		var extra []credentials.Dest
 		if r.repo != nil {

@@ -74,7 +74,14 @@ func newBreakWorld(t *testing.T, idle time.Duration, serve func(c net.Conn) stri
 				if tc.Handshake() != nil {
 					return
 				}
-				if _, err := http.ReadRequest(bufio.NewReader(tc)); err != nil {
+				req, err := http.ReadRequest(bufio.NewReader(tc))
+				if err != nil {
+					return
+				}
+				// Read whole: a close with the request's bytes unread
+				// would reset the connection, and the proxy could lose
+				// the end of an answer it had not read yet.
+				if _, err := io.Copy(io.Discard, req.Body); err != nil {
 					return
 				}
 				w.upDone <- serve(tc)
@@ -84,9 +91,11 @@ func newBreakWorld(t *testing.T, idle time.Duration, serve func(c net.Conn) stri
 	prev := log.Writer()
 	log.SetOutput(w.logs)
 	t.Cleanup(func() { log.SetOutput(prev) })
+	// As with --max-tokens: answers without streaming are read ahead.
 	m := &meter.Meter{
 		OnCall:       func(c meter.Call, _ meter.Usage) { w.mu.Lock(); w.calls = append(w.calls, c); w.mu.Unlock() },
 		OnUnreadable: func(why string) { w.mu.Lock(); w.unread = append(w.unread, why); w.mu.Unlock() },
+		ReadAhead:    true,
 	}
 	icpt := &Interceptor{Set: set, Authority: w.authority, RootCAs: ca.pool, Meter: m}
 	w.proxyAddr = serveProxy(t, icpt, idle, w.upstream, l.Addr().String())
@@ -98,19 +107,8 @@ func newBreakWorld(t *testing.T, idle time.Duration, serve func(c net.Conn) stri
 // that many bytes.
 func (w *breakWorld) call(t *testing.T, stopAfter int) string {
 	t.Helper()
-	c, err := net.Dial("tcp", w.proxyAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", w.upstream, w.upstream)
-	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	tc := tlsToProxy(t, &readerConn{Conn: c, r: br}, w.authority)
-	fmt.Fprintf(tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Length: 2\r\n\r\n{}", w.upstream, w.cred.StandIn)
+	tc := w.send(t)
+	defer tc.Close()
 	var all bytes.Buffer
 	if stopAfter > 0 {
 		_, _ = io.CopyN(&all, tc, int64(stopAfter))
@@ -118,6 +116,26 @@ func (w *breakWorld) call(t *testing.T, stopAfter int) string {
 		_, _ = io.Copy(&all, tc)
 	}
 	return all.String()
+}
+
+// send sends a model call through CONNECT and the interceptor's TLS, as
+// an agent does, and returns the connection, its answer unread.
+func (w *breakWorld) send(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", w.proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", w.upstream, w.upstream)
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		c.Close()
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tlsToProxy(t, &readerConn{Conn: c, r: br}, w.authority)
+	fmt.Fprintf(tc, "POST /v1/messages HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Length: 2\r\n\r\n{}", w.upstream, w.cred.StandIn)
+	return tc
 }
 
 // metered is what the meter recorded once it counted a call and called

@@ -94,6 +94,11 @@ type Meter struct {
 	// OnUnreadable, when set, receives why each model call could not be
 	// metered (see Unreadable).
 	OnUnreadable func(why string)
+	// ReadAhead reads an answer without streaming whole before the client
+	// gets a byte of it (readAhead), so that it counts whether or not the
+	// client reads it. The runner sets it with --max-tokens: it holds the
+	// answer's headers back until its end, which a limit is worth.
+	ReadAhead bool
 }
 
 // Unreadable records a call whose tokens the meter could not count: an
@@ -200,22 +205,31 @@ func (m *Meter) Watch(req *http.Request, resp *http.Response) {
 		resp.Body = &watched{ReadCloser: body, p: newSSE(api), m: m, api: api, stream: true, call: Describe(req)}
 		return
 	}
-	resp.Body = readAhead(&watched{ReadCloser: body, p: &jsonBody{api: api}, m: m, api: api, call: Describe(req)})
+	whole := &jsonBody{api: api}
+	w := &watched{ReadCloser: body, p: whole, m: m, api: api, call: Describe(req)}
+	if m.ReadAhead {
+		resp.Body = readAhead(w, whole)
+		return
+	}
+	resp.Body = w
 }
 
-// readAhead reads a whole (non-streamed) answer through w before the
-// client gets a byte of it, so that the call is counted whether or not the
-// client reads it: its usage comes at its end, which an agent could
-// otherwise hold off by not reading a large answer. The answer is kept up
-// to maxLine, which the meter keeps anyway; one larger is not read (the
-// meter counts it as unreadable) and passes as it comes.
-func readAhead(w *watched) io.ReadCloser {
-	data, err := io.ReadAll(io.LimitReader(w, maxLine+1))
+// readAhead reads a whole (non-streamed) answer before the client gets a
+// byte of it and records the call, so that it is counted whether or not
+// the client reads it: its usage comes at its end, which an agent could
+// otherwise hold off by not reading a large answer. The answer is held
+// once, up to maxLine, for the parser and then for the client; one larger
+// counts as unreadable at once and passes as it comes.
+func readAhead(w *watched, whole *jsonBody) io.ReadCloser {
+	data, err := io.ReadAll(io.LimitReader(w.ReadCloser, maxLine+1))
 	if len(data) > maxLine {
-		return readCloser{io.MultiReader(bytes.NewReader(data), w), w}
+		whole.over = true
+		w.done()
+		return readCloser{io.MultiReader(bytes.NewReader(data), w.ReadCloser), w}
 	}
+	whole.buf = data // read (and let go of) by done's result
+	w.done()
 	if err == nil {
-		// At its end: the call is recorded.
 		return readCloser{bytes.NewReader(data), w}
 	}
 	// Cut short (recorded as such): the client reads what came, then the

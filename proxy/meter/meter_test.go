@@ -346,32 +346,41 @@ func TestMeterIgnoresReadsAfterTheEnd(t *testing.T) {
 	}
 }
 
-// TestMeterReadsAWholeAnswerAhead: an answer without streaming is read
-// whole before the client gets a byte, so the call is counted whether or
-// not the client reads it; the client then reads it unchanged. One cut
-// short reaches the client cut, with the same error, and counts as
-// unreadable; one over maxLine passes unread (TestMeterFailsClosed).
+// TestMeterReadsAWholeAnswerAhead: with ReadAhead, an answer without
+// streaming is read whole before the client gets a byte, so the call is
+// counted whether or not the client reads it; the client then reads it
+// unchanged. One cut short reaches the client cut, with the same error,
+// and counts as unreadable; one over maxLine counts as unreadable at once
+// and passes whole. Without ReadAhead nothing is counted before the client
+// reads.
 func TestMeterReadsAWholeAnswerAhead(t *testing.T) {
 	const answer = `{"type":"message","model":"m","content":[],"usage":{"input_tokens":100,"output_tokens":40}}`
+	big := `{"x":"` + strings.Repeat("x", maxLine) + `","usage":{"input_tokens":100,"output_tokens":40}}`
 	cut := errors.New("connection reset")
 	for _, tt := range []struct {
-		name   string
-		body   io.Reader
-		total  int64
-		why    string // unreadable, "" for none
-		err    error  // what the client's read ends with
-		client string // what the client reads
+		name      string
+		readAhead bool
+		body      string
+		cut       bool
+		total     int64
+		why       string // unreadable, "" for none
 	}{
-		{"whole", strings.NewReader(answer), 140, "", nil, answer},
-		{"cut", io.MultiReader(strings.NewReader(answer[:40]), errReader{cut}), 0, "came without usage", cut, answer[:40]},
+		{"whole", true, answer, false, 140, ""},
+		{"cut", true, answer[:40], true, 0, "came without usage"},
+		{"over maxLine", true, big, false, 0, "over 8 MiB"},
+		{"without ReadAhead", false, answer, false, 0, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var why []string
-			m := &Meter{OnUnreadable: func(w string) { why = append(why, w) }}
+			m := &Meter{OnUnreadable: func(w string) { why = append(why, w) }, ReadAhead: tt.readAhead}
+			var upstream io.Reader = strings.NewReader(tt.body)
+			if tt.cut {
+				upstream = io.MultiReader(upstream, errReader{cut})
+			}
 			req, _ := http.NewRequest("POST", "http://api.test/v1/messages", nil)
 			closed := false
 			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
-				Body: readCloser{tt.body, closerFunc(func() error { closed = true; return nil })}}
+				Body: readCloser{upstream, closerFunc(func() error { closed = true; return nil })}}
 			m.Watch(req, resp)
 			// Before the client reads a byte.
 			if got := m.Total().Total(); got != tt.total {
@@ -381,8 +390,8 @@ func TestMeterReadsAWholeAnswerAhead(t *testing.T) {
 				t.Errorf("unreadable %q, want %q", why, tt.why)
 			}
 			got, err := io.ReadAll(resp.Body)
-			if string(got) != tt.client || !errors.Is(err, tt.err) {
-				t.Errorf("the client read %q, %v; want %q, %v", got, err, tt.client, tt.err)
+			if string(got) != tt.body || tt.cut != errors.Is(err, cut) || !tt.cut && err != nil {
+				t.Errorf("the client read %d bytes (%v); want the upstream's %d (cut: %v)", len(got), err, len(tt.body), tt.cut)
 			}
 			resp.Body.Close()
 			if !closed {
