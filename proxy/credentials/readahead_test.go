@@ -24,7 +24,7 @@ const (
 func TestAnUnreadAnswerIsCounted(t *testing.T) {
 	big := strings.Repeat("x", 6<<20)
 	w := newBreakWorld(t, 5*time.Second, func(c net.Conn) string {
-		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		io.WriteString(c, jsonHead+chunk(`{"x":"`+big+`",`)+chunk(`"usage":{"input_tokens":100,"output_tokens":40}}`)+"0\r\n\r\n")
 		return "sent"
 	})
