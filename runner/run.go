@@ -210,8 +210,7 @@ func (r *run) build() *events.End {
 		}
 	}
 	if c := r.p.creds; c != nil {
-		r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens, OnUnreadable: r.onUnmeteredCall,
-			ReadAhead: o.MaxTokens > 0}
+		r.meter = r.newMeter()
 		closers = append(closers, c.close)
 		var extra []credentials.Dest
 		if r.repo != nil {
@@ -426,6 +425,14 @@ func (r *run) saveSession() string {
 // stand-ins and CA files.
 func (r *run) agentVars() [][2]string {
 	return append(append(append([][2]string{}, r.p.env...), r.p.creds.pairs()...), r.repo.agentVars(r.stateDir)...)
+}
+
+// newMeter is the run's meter of its model calls. With --max-tokens it
+// reads answers without streaming ahead, so that an agent cannot hold
+// their count off by not reading them.
+func (r *run) newMeter() *meter.Meter {
+	return &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens, OnUnreadable: r.onUnmeteredCall,
+		ReadAhead: r.o.MaxTokens > 0}
 }
 
 // startProxyStop lets the meter's limit stop the run through st, and

@@ -44,8 +44,9 @@ func TestTokenLimitCountsCallsUnderWay(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
 			intercept := &credentials.Interceptor{}
-			r := &run{o: Options{RunFlags: podcontract.RunFlags{MaxTokens: 50}}, p: &prepared{creds: &creds{intercept: intercept}}}
-			r.meter = &meter.Meter{OnCall: r.onMeteredCall, OnReported: r.onReportedTokens}
+			r := &run{o: Options{RunFlags: podcontract.RunFlags{MaxTokens: 50}}, p: &prepared{creds: &creds{intercept: intercept}},
+				stderr: io.Discard} // the held streams' cut at the end warns
+			r.meter = r.newMeter()
 			st := &stopper{proc: &process{cmd: agent, agentPid: agent.Process.Pid, exited: make(chan struct{})}, grace: time.Minute}
 			if !tt.late {
 				r.startProxyStop(st)
@@ -97,4 +98,15 @@ func watch(m *meter.Meter, ctype string, body io.ReadCloser) *http.Response {
 func httptestRequest() *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, "https://api.test/v1/messages", nil)
 	return req
+}
+
+// TestMeterReadsAheadWithALimit: answers without streaming are read ahead
+// (held back until their end) only when --max-tokens needs it.
+func TestMeterReadsAheadWithALimit(t *testing.T) {
+	for _, max := range []int64{0, 50} {
+		r := &run{o: Options{RunFlags: podcontract.RunFlags{MaxTokens: max}}}
+		if got := r.newMeter().ReadAhead; got != (max > 0) {
+			t.Errorf("--max-tokens %d: ReadAhead %v", max, got)
+		}
+	}
 }

@@ -22,7 +22,9 @@ const (
 // agent, so that the proxy could not pass it on) is counted when it
 // arrives, not when the agent lets go of the connection.
 func TestAnUnreadAnswerIsCounted(t *testing.T) {
-	big := strings.Repeat("x", 6<<20)
+	// Near the meter's 8 MiB: more than the buffers between the proxy and
+	// an agent that reads nothing, where the send buffer may grow to 4 MiB.
+	big := strings.Repeat("x", 7<<20+512<<10)
 	w := newBreakWorld(t, 5*time.Second, func(c net.Conn) string {
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		io.WriteString(c, jsonHead+chunk(`{"x":"`+big+`",`)+chunk(`"usage":{"input_tokens":100,"output_tokens":40}}`)+"0\r\n\r\n")

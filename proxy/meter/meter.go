@@ -177,8 +177,8 @@ func (m *Meter) record(c Call, so Usage) {
 	}
 }
 
-// Watch makes resp's body report the call's usage: a stream's as it is
-// read by the client, an answer without streaming's here, read whole
+// Watch makes resp's body report the call's usage as the client reads it,
+// or, for an answer without streaming with ReadAhead, here, read whole
 // before the client gets it (readAhead); the body's bytes pass unchanged.
 // Only successful answers (2xx) are counted: of a model call from its
 // usage, at the end of the body (and what a stream reports before, see
