@@ -7,7 +7,7 @@
 # requests and reconciles. Targets (--check exits 1 below one): backlog at
 # most 1.3x direct, live at most 2x, every status within 5 s of the last
 # Job. -n 10000 gives the memory at 10,000 runs. docs/benchmarks.md.
-# Usage: hack/scale-bench.sh [-n 1000] [-workers 16] [-max-concurrent-reconciles N] [-manager-log FILE]
+# Usage: hack/scale-bench.sh [-n 1000] [-workers 16] [-max-concurrent-reconciles N] [-manager-log FILE] [-apiserver-profile PREFIX]
 #        [-kube-api-qps N] [-kube-api-burst N] [-kube-api-streaming-list true|false] [--check]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -69,6 +69,8 @@ type options struct {
 	streamingList           string
 	check                   bool
 	managerLog              string
+	apiProfile              string
+	apiProfileFor           time.Duration
 }
 
 func main() {
@@ -81,6 +83,8 @@ func main() {
 	flag.IntVar(&o.burst, "kube-api-burst", 0, "the manager's --kube-api-burst (0: its default, the chart's)")
 	flag.StringVar(&o.streamingList, "kube-api-streaming-list", "", "the manager's --kube-api-streaming-list, true or false (empty: its default, the chart's)")
 	flag.StringVar(&o.managerLog, "manager-log", "", "append the manager's log (both phases) to this file, to see where its time goes")
+	flag.StringVar(&o.apiProfile, "apiserver-profile", "", "write kube-apiserver's CPU profiles of each phase's first -apiserver-profile-for to PREFIX-live.pprof and PREFIX-backlog.pprof (go tool pprof), to see where the API server's time goes")
+	flag.DurationVar(&o.apiProfileFor, "apiserver-profile-for", 4*time.Second, "how long each -apiserver-profile profile lasts from the phase's start")
 	flag.BoolVar(&o.check, "check", false, fmt.Sprintf("exit 1 when a figure misses its target: backlog at most %.1fx direct, live at most %.1fx, every status written within %s of the last Job", targetBacklog, targetLive, targetSettle))
 	flag.Parse()
 	failed, err := run(o)
@@ -218,6 +222,21 @@ func run(o options) ([]string, error) {
 		if err != nil {
 			return phase{}, err
 		}
+		profiled := make(chan error, 1)
+		if o.apiProfile != "" {
+			name := map[string]string{"bench": "live"}[ns]
+			if name == "" {
+				name = ns
+			}
+			go func() { profiled <- apiserverProfile(ctx, cs, o.apiProfileFor, o.apiProfile+"-"+name+".pprof") }()
+		} else {
+			profiled <- nil
+		}
+		defer func() {
+			if err := <-profiled; err != nil {
+				fmt.Fprintln(os.Stderr, "scale-bench: kube-apiserver's profile:", err)
+			}
+		}()
 		t0, err := begin()
 		if err != nil {
 			return phase{}, err
@@ -338,6 +357,17 @@ func run(o options) ([]string, error) {
 		fmt.Println("targets missed:", strings.Join(failed, "; "))
 	}
 	return failed, nil
+}
+
+// apiserverProfile writes kube-apiserver's CPU profile of the next d to
+// path: its /debug/pprof (on by default; envtest's user may read it).
+func apiserverProfile(ctx context.Context, cs kubernetes.Interface, d time.Duration, path string) error {
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(max(int(d.Round(time.Second)/time.Second), 1))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // cpuTimes are CPU seconds (user+system) of the processes on the 2 cores.
