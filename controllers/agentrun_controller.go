@@ -240,7 +240,10 @@ func (r *AgentRunReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Re
 		// reconcile sees it): the API server takes it as it comes, where a
 		// merge patch costs it an encode of the stored object, the merge and
 		// two decodes (a third of a status write in its profile,
-		// docs/benchmarks.md). The spec and metadata sent are ignored.
+		// docs/benchmarks.md). The spec and metadata sent are ignored;
+		// status fields this manager does not know (a newer one's, after a
+		// downgrade) are dropped, which a patch would have kept: the status
+		// is the controller's own, computed again from what it observes.
 		run.Status = st
 		err := r.Status().Update(ctx, run)
 		if tooLarge(err) {
