@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -104,7 +103,10 @@ func newDropped(cfg Config, helper []string) (d *dropped, err error) {
 	filesOnly := hostFiles
 	filesOnly.proc = ""
 	var wsNS *os.File
-	d.hostUID, err = agentHostID(randomHostID, hostIDsInUse(filesOnly), func() map[int]bool { return <-procs },
+	d.hostUID, err = agentHostID(randomHostID, hostIDsInUse(filesOnly), func() map[int]bool {
+		phases.Mark("drop-running-ids")
+		return <-procs
+	},
 		func(id int) (err error) {
 			phases.Mark("drop-userns")
 			d.userns, wsNS, err = newNamespaces(helper, cfg.Dir, id)
@@ -156,10 +158,8 @@ func newDropped(cfg Config, helper []string) (d *dropped, err error) {
 
 // newNamespaces makes the agent's user namespace (0 to 0 for bubblewrap's
 // set-up, AgentUID to hostUID) and the one that maps the workspace's owner
-// to hostUID for its idmapped mount. The init makes both, started once as
-// a helper (initproc.UsernsFlag) by vfork: the runner itself cannot, and a
-// fork of it would cost its page tables (twice, one per namespace, as it
-// was).
+// to hostUID for its idmapped mount (userNamespaces: how, in
+// sandbox/initproc/userns.go).
 func newNamespaces(helper []string, ws *Workspace, hostUID int) (agent, wsNS *os.File, err error) {
 	ids := []initproc.IDMap{{Inside: 0, Outside: 0, Count: 1}, {Inside: AgentUID, Outside: hostUID, Count: 1}}
 	fds, err := userNamespaces(helper, initproc.FormatIDMaps(ids, ids),
@@ -171,9 +171,30 @@ func newNamespaces(helper []string, ws *Workspace, hostUID int) (agent, wsNS *os
 	return fds[0], fds[1], nil
 }
 
-// userNamespaces runs the init as the namespace helper for these maps
-// (initproc.FormatIDMaps each) and returns the handles it sends.
+// userNamespaces makes the namespaces of these maps (initproc.FormatIDMaps
+// each), in this process where it can (initproc.UserNamespaces), or else
+// by the init as the namespace helper, and returns their handles.
 func userNamespaces(helper []string, maps ...string) ([]*os.File, error) {
+	fds, err := initproc.UserNamespaces(maps...)
+	if err != nil {
+		// The helper makes them by other means (fork, in a process of its
+		// own); where they cannot be made at all, it says why.
+		files, herr := userNamespacesByHelper(helper, maps...)
+		if herr != nil && !errors.Is(err, errors.ErrUnsupported) {
+			herr = fmt.Errorf("%w (in-process: %v)", herr, err)
+		}
+		return files, herr
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "userns")
+	}
+	return files, nil
+}
+
+// userNamespacesByHelper runs the init as the namespace helper for these
+// maps and returns the handles it sends.
+func userNamespacesByHelper(helper []string, maps ...string) ([]*os.File, error) {
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -415,7 +436,9 @@ func hostIDsInUse(src hostSources) func(int) bool {
 // every process under the proc directory to ids. It reads /proc by name,
 // each process's status once into one buffer (a glob would list every
 // process's directory too, which costs more than the reads: this runs on
-// every start of a root caller's sandbox).
+// every start of a root caller's sandbox), with the bare system calls: an
+// os.File per process (its poller check, its finalizer) cost as much as the
+// read itself.
 func procIDs(proc string, ids map[int]bool) {
 	d, err := os.Open(proc)
 	if err != nil {
@@ -428,29 +451,34 @@ func procIDs(proc string, ids map[int]bool) {
 		if name == "" || name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		f, err := os.Open(proc + "/" + name + "/status")
+		fd, err := unix.Open(proc+"/"+name+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		n, _ := io.ReadFull(f, buf)
-		f.Close()
-		// Uid and Gid come well within the first 4 KiB (after Name, Umask,
-		// State, Tgid, Ngid, Pid, PPid, TracerPid); a name is at most 64
-		// bytes, escaped.
-		for _, line := range strings.Split(string(buf[:n]), "\n") {
-			rest, ok := strings.CutPrefix(line, "Uid:")
-			if !ok {
-				if rest, ok = strings.CutPrefix(line, "Gid:"); !ok {
-					continue
-				}
-			}
-			for _, v := range strings.Fields(rest) {
-				if id, err := strconv.Atoi(v); err == nil {
-					ids[id] = true
-				}
-			}
-			if line[0] == 'G' {
-				break // Gid follows Uid
+		// One read: the kernel makes the whole file at once, and Uid and
+		// Gid come well within the first 4 KiB (after Name, Umask, State,
+		// Tgid, Ngid, Pid, PPid, TracerPid; a name is at most 64 bytes,
+		// escaped).
+		n, _ := unix.Read(fd, buf)
+		unix.Close(fd)
+		statusIDs(buf[:max(n, 0)], ids)
+	}
+}
+
+// statusIDs adds the ids of a status file's Uid and Gid lines to ids.
+func statusIDs(status []byte, ids map[int]bool) {
+	for _, key := range []string{"\nUid:", "\nGid:"} {
+		i := bytes.Index(status, []byte(key))
+		if i < 0 {
+			continue
+		}
+		line := status[i+len(key):]
+		if end := bytes.IndexByte(line, '\n'); end >= 0 {
+			line = line[:end]
+		}
+		for _, v := range bytes.Fields(line) {
+			if id, err := strconv.Atoi(string(v)); err == nil {
+				ids[id] = true
 			}
 		}
 	}

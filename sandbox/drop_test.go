@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentrun-dev/agentrun/sandbox/initproc"
 )
 
 func TestUnsearchableAncestors(t *testing.T) {
@@ -297,13 +302,98 @@ func TestUserNamespacesHelperFails(t *testing.T) {
 		"echo 'clone(CLONE_NEWUSER): operation not permitted' >&2; exit 1",
 		"exit 0", // nothing sent
 	} {
-		files, err := userNamespaces([]string{"/bin/sh", "-c", script, "sh"}, "0 0 1/0 0 1", "1 1 1/1 1 1")
+		files, err := userNamespacesByHelper([]string{"/bin/sh", "-c", script, "sh"}, "0 0 1/0 0 1", "1 1 1/1 1 1")
 		if err == nil || files != nil {
 			t.Fatalf("%q: %v, %v; want an error", script, files, err)
 		}
 		if strings.Contains(script, "clone(") && !strings.Contains(err.Error(), "operation not permitted") {
 			t.Errorf("%q: the helper's words are lost: %v", script, err)
 		}
+	}
+}
+
+// TestUserNamespacesEitherWay: the namespaces come the same from the
+// runner's own vfork (where it has one) and from the init started as the
+// helper (elsewhere, and when the first fails): one handle per map, in
+// order, each a user namespace of its own with the maps asked for.
+func TestUserNamespacesEitherWay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	helper := initHelper(t)
+	maps := []string{
+		initproc.FormatIDMaps([]initproc.IDMap{{Inside: 0, Outside: 0, Count: 1}, {Inside: AgentUID, Outside: hostIDBase + 7, Count: 1}},
+			[]initproc.IDMap{{Inside: 0, Outside: 0, Count: 1}, {Inside: AgentUID, Outside: hostIDBase + 7, Count: 1}}),
+		initproc.FormatIDMaps([]initproc.IDMap{{Inside: 1001, Outside: hostIDBase + 7, Count: 1}}, []initproc.IDMap{{Inside: 1002, Outside: hostIDBase + 7, Count: 1}}),
+	}
+	want := []string{"0 0 1 1000 1073741831 1 0 0 1 1000 1073741831 1", "1001 1073741831 1 1002 1073741831 1"}
+	for _, way := range []struct {
+		name string
+		make func() ([]*os.File, error)
+	}{
+		{"userNamespaces", func() ([]*os.File, error) { return userNamespaces([]string{"/nonexistent/helper"}, maps...) }},
+		{"helper", func() ([]*os.File, error) { return userNamespacesByHelper(helper, maps...) }},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			if way.name == "userNamespaces" && runtime.GOARCH != "amd64" {
+				t.Skip("the runner's own namespaces are linux/amd64's; elsewhere userNamespaces is the helper")
+			}
+			files, err := way.make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) != len(maps) {
+				t.Fatalf("%d handles for %d maps", len(files), len(maps))
+			}
+			for i, f := range files {
+				// nsenter joins it by the handle, passed as its descriptor 3.
+				cmd := exec.Command("nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--", "cat", "/proc/self/uid_map", "/proc/self/gid_map")
+				cmd.ExtraFiles = []*os.File{f}
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("nsenter: %v %s", err, out)
+				}
+				if got := strings.Join(strings.Fields(string(out)), " "); got != want[i] {
+					t.Errorf("namespace %d: maps %q, want %q", i, got, want[i])
+				}
+				f.Close()
+			}
+		})
+	}
+}
+
+// TestStatusIDs: the ids of a status file are its Uid and Gid lines' four
+// each, wherever the lines are; a name that spells "Uid:" is not one, and a
+// file cut short gives what it holds.
+func TestStatusIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		want         []int
+	}{
+		{"whole", "Name:\tagent\nUmask:\t0022\nState:\tS\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nFDSize:\t64\n", []int{1, 2, 3, 4, 5, 6, 7, 8}},
+		{"a name that looks like a line", "Name:\tUid:\t99\nUid:\t1\t1\t1\t1\nGid:\t2\t2\t2\t2\n", []int{1, 2}},
+		{"cut after Uid", "Name:\tx\nUid:\t1\t2\t3\t4", []int{1, 2, 3, 4}},
+		{"no ids", "Name:\tx\n", nil},
+		{"empty", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids := map[int]bool{}
+			statusIDs([]byte(tc.status), ids)
+			var got []int
+			for id := range ids {
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ids %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// And this process's own, as the kernel writes them.
+	ids := map[int]bool{}
+	procIDs("/proc", ids)
+	if !ids[os.Getuid()] || !ids[os.Getgid()] {
+		t.Errorf("/proc's ids %v miss this process's uid %d or gid %d", ids, os.Getuid(), os.Getgid())
 	}
 }
 

@@ -15,16 +15,20 @@ import (
 // A root caller's drop needs two user namespaces before bubblewrap starts
 // (package sandbox, drop.go). A user namespace is made by a process, but
 // needs none to live on: an open handle on it (/proc/PID/ns/user) keeps it.
-// The runner cannot make one itself (a multi-threaded process may not
-// unshare a user namespace), and every fork of it copies its page tables
-// and leaves its heap copy-on-write (a fault at each page it writes next),
-// so it starts this init once, with vfork, as a helper (UsernsFlag): the
-// helper, a small process, makes each namespace by a child that exits at
-// once (clone with CLONE_NEWUSER and no exec), writes its id maps and
-// opens its namespace while the child is a zombie (a zombie keeps its
-// credentials, and with them its user namespace, until it is reaped, and
-// its pid cannot be reused before), and hands the handles to the runner
-// over UsernsFD.
+// Each is made by a child that exits at once (clone with CLONE_NEWUSER and
+// no exec); its id maps are written and its namespace opened while it is
+// a zombie (a zombie keeps its credentials, and with them its user
+// namespace, until it is reaped, and its pid cannot be reused before).
+//
+// The runner cannot unshare a user namespace itself (a multi-threaded
+// process may not), and a fork of it copies its page tables and leaves its
+// heap copy-on-write (a fault at each page it writes next). On linux/amd64
+// it makes them in-process (UserNamespaces) with a vfork child that shares
+// its memory and runs a few instructions of assembly, nothing else
+// (userns_vfork_linux_amd64.s): no copy, and no process to start. Elsewhere,
+// or when that fails, it starts this init once as a helper (UsernsFlag),
+// a small process whose fork is cheap, which makes them and hands their
+// handles over UsernsFD.
 
 // UsernsFlag makes the init the helper above: each argument after it is
 // one namespace's maps (FormatIDMaps).
@@ -78,36 +82,59 @@ func parseIDMaps(arg string) (uidMap, gidMap string, err error) {
 // makeUserNamespaces is the helper's whole run: one namespace per argument,
 // their handles sent over UsernsFD.
 func makeUserNamespaces(args []string) error {
-	if len(args) == 0 {
-		return errors.New("no namespace asked for")
-	}
 	sock := os.NewFile(UsernsFD, "userns")
 	defer sock.Close()
-	fds := make([]int, 0, len(args))
-	for _, arg := range args {
-		uidMap, gidMap, err := parseIDMaps(arg)
-		if err != nil {
-			return err
-		}
-		fd, err := newUserNS(uidMap, gidMap)
-		if err != nil {
-			return err
-		}
-		fds = append(fds, fd)
+	fds, err := userNamespaces(cloneIntoUserNS, args)
+	if err != nil {
+		return err
 	}
 	return syscall.Sendmsg(int(sock.Fd()), []byte("userns"), syscall.UnixRights(fds...), nil, 0)
 }
 
-// newUserNS makes a user namespace with these maps and returns an open
-// descriptor of it.
-func newUserNS(uidMap, gidMap string) (int, error) {
-	pid, err := forkIntoUserNS()
+// UserNamespaces makes one user namespace per argument (FormatIDMaps) in
+// this process, by vfork, and returns open descriptors of them in order.
+// It fails with errors.ErrUnsupported where there is no vfork path (the
+// caller starts the helper instead).
+func UserNamespaces(maps ...string) ([]int, error) {
+	if !canVfork {
+		return nil, errors.ErrUnsupported
+	}
+	return userNamespaces(vforkIntoUserNS, maps)
+}
+
+// userNamespaces makes the namespaces of maps, each child made by clone.
+func userNamespaces(clone func() (int, error), maps []string) ([]int, error) {
+	if len(maps) == 0 {
+		return nil, errors.New("no namespace asked for")
+	}
+	fds := make([]int, 0, len(maps))
+	for _, arg := range maps {
+		uidMap, gidMap, err := parseIDMaps(arg)
+		if err == nil {
+			var fd int
+			if fd, err = newUserNS(clone, uidMap, gidMap); err == nil {
+				fds = append(fds, fd)
+				continue
+			}
+		}
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		return nil, err
+	}
+	return fds, nil
+}
+
+// newUserNS makes a user namespace with these maps, its child made by
+// clone, and returns an open descriptor of it.
+func newUserNS(clone func() (int, error), uidMap, gidMap string) (int, error) {
+	pid, err := clone()
 	if err != nil {
 		return -1, fmt.Errorf("clone(CLONE_NEWUSER): %w", err)
 	}
 	defer reap(pid)
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	// setgroups stays allowed: the helper is root in the parent namespace,
+	// setgroups stays allowed: the maker is root in the parent namespace,
 	// so it may write the gid map without denying it.
 	for _, m := range [][2]string{{"uid_map", uidMap}, {"gid_map", gidMap}} {
 		if err := os.WriteFile(dir+m[0], []byte(m[1]), 0); err != nil {
@@ -117,12 +144,37 @@ func newUserNS(uidMap, gidMap string) (int, error) {
 	return unix.Open(dir+"ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
 
+// cloneIntoUserNS is the helper's clone: vfork where it exists, fork
+// elsewhere.
+func cloneIntoUserNS() (int, error) {
+	if canVfork {
+		return vforkIntoUserNS()
+	}
+	return forkIntoUserNS()
+}
+
+// vforkIntoUserNS makes a child in a new user namespace that shares this
+// process's memory and exits at once (rawVforkIntoUserNS), and returns its
+// pid, unreaped.
+func vforkIntoUserNS() (int, error) {
+	return withSignalsBlocked(rawVforkIntoUserNS)
+}
+
 // forkIntoUserNS forks a child in a new user namespace that exits at once,
-// and returns its pid, unreaped. The child runs on a copy of this thread
-// with every signal blocked (a handler of the Go runtime must not run in
-// it: it would find the runtime's other threads gone), as the runtime's own
-// fork does.
+// and returns its pid, unreaped.
 func forkIntoUserNS() (int, error) {
+	return withSignalsBlocked(func() (uintptr, uintptr) {
+		pid, errno := cloneAndExit()
+		return pid, uintptr(errno)
+	})
+}
+
+// withSignalsBlocked runs clone on this thread with every signal blocked,
+// as the runtime's own fork does: the child runs on a copy of this thread
+// (or on this thread's very stack and memory, for vfork), where a handler
+// of the Go runtime must not run (it would find the runtime's other
+// threads gone, or corrupt this one).
+func withSignalsBlocked(clone func() (pid, errno uintptr)) (int, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var all, old unix.Sigset_t
@@ -132,11 +184,11 @@ func forkIntoUserNS() (int, error) {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
 		return 0, err
 	}
-	pid, errno := cloneAndExit()
+	pid, errno := clone()
 	// rt_sigprocmask fails only on a bad argument, which these are not.
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	if errno != 0 {
-		return 0, errno
+		return 0, syscall.Errno(errno)
 	}
 	return int(pid), nil
 }

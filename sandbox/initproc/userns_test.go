@@ -1,11 +1,13 @@
 package initproc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -39,45 +41,135 @@ func TestIDMapsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestNewUserNS: the namespace the helper hands out has the maps asked for,
-// as a process that joins it sees them, and the child that made it is
-// reaped (none is left behind).
+// clones are the ways a namespace's child is made: vfork (the runner's,
+// in-process, and the helper's) where the architecture has it, and fork.
+func clones() []struct {
+	name  string
+	clone func() (int, error)
+} {
+	c := []struct {
+		name  string
+		clone func() (int, error)
+	}{{"fork", forkIntoUserNS}}
+	if canVfork {
+		c = append(c, struct {
+			name  string
+			clone func() (int, error)
+		}{"vfork", vforkIntoUserNS})
+	}
+	return c
+}
+
+// TestNewUserNS: the namespace made has the maps asked for, as a process
+// that joins it sees them, and the child that made it is reaped (none is
+// left behind), whether the child was made by vfork or by fork.
 func TestNewUserNS(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the drop's namespaces are root's: run as root (CI does)")
 	}
 	const host = 1<<30 + 4242
-	for _, tc := range []struct {
-		name       string
-		uids, gids []IDMap
-	}{
-		{"agent", []IDMap{{0, 0, 1}, {1000, host, 1}}, []IDMap{{0, 0, 1}, {1000, host, 1}}},
-		{"workspace owner", []IDMap{{1001, host, 1}}, []IDMap{{1002, host, 1}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			uidMap, gidMap, err := parseIDMaps(FormatIDMaps(tc.uids, tc.gids))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fd, err := newUserNS(uidMap, gidMap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer syscall.Close(fd)
-			if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != syscall.ECHILD {
-				t.Errorf("a child is left unreaped: wait4 = %v", err)
-			}
-			// nsenter joins the namespace by the open descriptor, which is
-			// all that keeps it.
-			out, err := exec.Command("nsenter", "--preserve-credentials", fmt.Sprintf("--user=/proc/%d/fd/%d", os.Getpid(), fd), "--",
-				"cat", "/proc/self/uid_map", "/proc/self/gid_map").CombinedOutput()
-			if err != nil {
-				t.Fatalf("nsenter: %v %s", err, out)
-			}
-			if got, want := strings.Join(strings.Fields(string(out)), " "), strings.Join(strings.Fields(uidMap+gidMap), " "); got != want {
-				t.Errorf("maps inside = %q, want %q", got, want)
+	for _, c := range clones() {
+		for _, tc := range []struct {
+			name       string
+			uids, gids []IDMap
+		}{
+			{"agent", []IDMap{{0, 0, 1}, {1000, host, 1}}, []IDMap{{0, 0, 1}, {1000, host, 1}}},
+			{"workspace owner", []IDMap{{1001, host, 1}}, []IDMap{{1002, host, 1}}},
+		} {
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				uidMap, gidMap, err := parseIDMaps(FormatIDMaps(tc.uids, tc.gids))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fd, err := newUserNS(c.clone, uidMap, gidMap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer syscall.Close(fd)
+				if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != syscall.ECHILD {
+					t.Errorf("a child is left unreaped: wait4 = %v", err)
+				}
+				// nsenter joins the namespace by the open descriptor, which is
+				// all that keeps it.
+				out, err := exec.Command("nsenter", "--preserve-credentials", fmt.Sprintf("--user=/proc/%d/fd/%d", os.Getpid(), fd), "--",
+					"cat", "/proc/self/uid_map", "/proc/self/gid_map").CombinedOutput()
+				if err != nil {
+					t.Fatalf("nsenter: %v %s", err, out)
+				}
+				if got, want := strings.Join(strings.Fields(string(out)), " "), strings.Join(strings.Fields(uidMap+gidMap), " "); got != want {
+					t.Errorf("maps inside = %q, want %q", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestUserNamespacesInABusyProcess: the runner's in-process namespaces
+// (vfork: the child runs on the caller's stack and memory) leave the
+// process as it was while its other threads allocate, collect and switch
+// goroutines: a child that wrote to the shared stack would send the caller
+// back through a clobbered frame (it exits, or crashes), and one that ran
+// a signal handler would corrupt the runtime. Each namespace is a new one
+// and the children are all reaped.
+func TestUserNamespacesInABusyProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	if !canVfork {
+		if _, err := UserNamespaces("0 0 1/0 0 1"); err != errors.ErrUnsupported {
+			t.Fatalf("UserNamespaces without a vfork path = %v, want ErrUnsupported", err)
+		}
+		t.Skip("no vfork path on " + runtime.GOARCH)
+	}
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	for range 4 {
+		busy.Go(func() {
+			var keep [][]byte
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				keep = append(keep, make([]byte, 4096))
+				if len(keep) > 256 {
+					keep = keep[:0]
+					runtime.GC()
+				}
+				runtime.Gosched()
 			}
 		})
+	}
+	defer func() { close(stop); busy.Wait() }()
+	own, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		fds, err := UserNamespaces(FormatIDMaps([]IDMap{{0, 0, 1}, {1000, 1<<30 + i, 1}}, []IDMap{{0, 0, 1}}), "0 0 1/0 0 1")
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if len(fds) != 2 {
+			t.Fatalf("round %d: %d namespaces, want 2", i, len(fds))
+		}
+		// A closed namespace's number is used again: the two of one round
+		// are told apart, and from the process's own.
+		seen := map[string]bool{own: true}
+		for _, fd := range fds {
+			ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+			if err != nil || !strings.HasPrefix(ns, "user:[") || seen[ns] {
+				t.Fatalf("round %d: descriptor %d is %q (%v), want a new user namespace", i, fd, ns, err)
+			}
+			seen[ns] = true
+		}
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+	}
+	if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != syscall.ECHILD {
+		t.Errorf("a child is left unreaped: wait4 = %v", err)
 	}
 }
 
@@ -91,7 +183,7 @@ func TestNewUserNSWithoutClone3(t *testing.T) {
 			fmt.Println("filter:", err)
 			os.Exit(2)
 		}
-		fd, err := newUserNS("0 0 1\n", "0 0 1\n")
+		fd, err := newUserNS(cloneIntoUserNS, "0 0 1\n", "0 0 1\n")
 		if err != nil {
 			fmt.Println("newUserNS:", err)
 			os.Exit(1)

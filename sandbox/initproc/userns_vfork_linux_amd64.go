@@ -1,0 +1,11 @@
+package initproc
+
+// canVfork: this architecture has rawVforkIntoUserNS.
+const canVfork = true
+
+// rawVforkIntoUserNS makes a child in a new user namespace that shares
+// this process's memory and exits at once, and returns its pid, unreaped
+// (userns_vfork_linux_amd64.s). The caller blocks every signal on its
+// thread first: the child inherits the mask, and a handler must not run
+// in it.
+func rawVforkIntoUserNS() (pid, errno uintptr)
