@@ -173,17 +173,18 @@ func newNamespaces(helper []string, ws *Workspace, hostUID int) (agent, wsNS *os
 
 // userNamespaces makes the namespaces of these maps (initproc.FormatIDMaps
 // each), in this process where it can (initproc.UserNamespaces), or else
-// by the init as the namespace helper, and returns their handles.
+// by the init as the namespace helper, and returns their handles. Only an
+// unsupported in-process path falls back: any other failure would be the
+// helper's too (the same kernel, the same seccomp filter), or a sign that
+// something else reaps this process's children, which must not pass.
 func userNamespaces(helper []string, maps ...string) ([]*os.File, error) {
 	fds, err := initproc.UserNamespaces(maps...)
+	if errors.Is(err, errors.ErrUnsupported) {
+		// No vfork path here, or no pidfds: the helper forks them.
+		return userNamespacesByHelper(helper, maps...)
+	}
 	if err != nil {
-		// The helper makes them by other means (fork, in a process of its
-		// own); where they cannot be made at all, it says why.
-		files, herr := userNamespacesByHelper(helper, maps...)
-		if herr != nil && !errors.Is(err, errors.ErrUnsupported) {
-			herr = fmt.Errorf("%w (in-process: %v)", herr, err)
-		}
-		return files, herr
+		return nil, err
 	}
 	files := make([]*os.File, len(fds))
 	for i, fd := range fds {
@@ -465,18 +466,18 @@ func procIDs(proc string, ids map[int]bool) {
 	}
 }
 
-// statusIDs adds the ids of a status file's Uid and Gid lines to ids.
+// statusIDs adds the ids of a status file's Uid and Gid lines to ids. Every
+// such line counts: the kernel escapes a newline in a process's name, so
+// only its own lines begin so, and an id too many only narrows the draw.
 func statusIDs(status []byte, ids map[int]bool) {
-	for _, key := range []string{"\nUid:", "\nGid:"} {
-		i := bytes.Index(status, []byte(key))
-		if i < 0 {
-			continue
+	for line := range bytes.SplitSeq(status, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(line, []byte("Uid:"))
+		if !ok {
+			if rest, ok = bytes.CutPrefix(line, []byte("Gid:")); !ok {
+				continue
+			}
 		}
-		line := status[i+len(key):]
-		if end := bytes.IndexByte(line, '\n'); end >= 0 {
-			line = line[:end]
-		}
-		for _, v := range bytes.Fields(line) {
+		for _, v := range bytes.Fields(rest) {
 			if id, err := strconv.Atoi(string(v)); err == nil {
 				ids[id] = true
 			}

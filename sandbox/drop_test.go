@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"fmt"
 	"io/fs"
 	"os"
@@ -314,8 +315,8 @@ func TestUserNamespacesHelperFails(t *testing.T) {
 
 // TestUserNamespacesEitherWay: the namespaces come the same from the
 // runner's own vfork (where it has one) and from the init started as the
-// helper (elsewhere, and when the first fails): one handle per map, in
-// order, each a user namespace of its own with the maps asked for.
+// helper, which forks (elsewhere, and on kernels without pidfds): one
+// handle per map, in order, each a user namespace with the maps asked for.
 func TestUserNamespacesEitherWay(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the drop's namespaces are root's: run as root (CI does)")
@@ -363,15 +364,15 @@ func TestUserNamespacesEitherWay(t *testing.T) {
 }
 
 // TestStatusIDs: the ids of a status file are its Uid and Gid lines' four
-// each, wherever the lines are; a name that spells "Uid:" is not one, and a
-// file cut short gives what it holds.
+// each; text inside a line is not a line, and a file cut short gives what
+// it holds.
 func TestStatusIDs(t *testing.T) {
 	for _, tc := range []struct {
 		name, status string
 		want         []int
 	}{
 		{"whole", "Name:\tagent\nUmask:\t0022\nState:\tS\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nFDSize:\t64\n", []int{1, 2, 3, 4, 5, 6, 7, 8}},
-		{"a name that looks like a line", "Name:\tUid:\t99\nUid:\t1\t1\t1\t1\nGid:\t2\t2\t2\t2\n", []int{1, 2}},
+		{"a line's name inside another line", "Name:\tx Uid:\t99\nUid:\t1\t1\t1\t1\nGid:\t2\t2\t2\t2\n", []int{1, 2}},
 		{"cut after Uid", "Name:\tx\nUid:\t1\t2\t3\t4", []int{1, 2, 3, 4}},
 		{"no ids", "Name:\tx\n", nil},
 		{"empty", "", nil},
@@ -389,11 +390,48 @@ func TestStatusIDs(t *testing.T) {
 			}
 		})
 	}
-	// And this process's own, as the kernel writes them.
+}
+
+// TestProcIDsFindsAProcess: a process running as an id of its own is found
+// in /proc, whatever it names itself: a name that spells a Uid line after
+// a newline (the kernel escapes it) adds no id and hides none.
+func TestProcIDsFindsAProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting a process as another user needs root")
+	}
+	const uid, gid, fake = 4242, 4343, 7777
+	// Only a process names itself (comm): the shell does, says so, and waits.
+	cmd := exec.Command("sh", "-c", fmt.Sprintf(`printf 'x\nUid:\t%d' > /proc/$$/comm && echo named && read _`, fake))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "named\n" {
+		t.Fatalf("the process did not name itself: %q %v", line, err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(string(status), "\n"); first != fmt.Sprintf(`Name:	x\nUid:	%d`, fake) {
+		t.Fatalf("status begins %q: the name is not the one set", first)
+	}
 	ids := map[int]bool{}
 	procIDs("/proc", ids)
-	if !ids[os.Getuid()] || !ids[os.Getgid()] {
-		t.Errorf("/proc's ids %v miss this process's uid %d or gid %d", ids, os.Getuid(), os.Getgid())
+	if !ids[uid] || !ids[gid] {
+		t.Errorf("the process's uid %d or gid %d is missing from /proc's ids", uid, gid)
+	}
+	if ids[fake] {
+		t.Errorf("the id %d its name spells was taken for one of its ids", fake)
 	}
 }
 

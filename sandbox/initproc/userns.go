@@ -1,13 +1,16 @@
 package initproc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,10 +28,11 @@ import (
 // heap copy-on-write (a fault at each page it writes next). On linux/amd64
 // it makes them in-process (UserNamespaces) with a vfork child that shares
 // its memory and runs a few instructions of assembly, nothing else
-// (userns_vfork_linux_amd64.s): no copy, and no process to start. Elsewhere,
-// or when that fails, it starts this init once as a helper (UsernsFlag),
-// a small process whose fork is cheap, which makes them and hands their
-// handles over UsernsFD.
+// (userns_vfork_linux_amd64.s): no copy, and no process to start. The
+// child's pidfd makes sure the /proc directory its maps are written to is
+// the child's (zombie.procDir). Elsewhere, or on a kernel without pidfds,
+// it starts this init once as a helper (UsernsFlag), a small process whose
+// fork is cheap, which makes them and hands their handles over UsernsFD.
 
 // UsernsFlag makes the init the helper above: each argument after it is
 // one namespace's maps (FormatIDMaps).
@@ -80,11 +84,12 @@ func parseIDMaps(arg string) (uidMap, gidMap string, err error) {
 }
 
 // makeUserNamespaces is the helper's whole run: one namespace per argument,
-// their handles sent over UsernsFD.
+// their handles sent over UsernsFD. Its children are forked: the helper is
+// small (its page tables cost little), and nothing else in it reaps them.
 func makeUserNamespaces(args []string) error {
 	sock := os.NewFile(UsernsFD, "userns")
 	defer sock.Close()
-	fds, err := userNamespaces(cloneIntoUserNS, args)
+	fds, err := userNamespaces(forkIntoUserNS, args)
 	if err != nil {
 		return err
 	}
@@ -93,8 +98,9 @@ func makeUserNamespaces(args []string) error {
 
 // UserNamespaces makes one user namespace per argument (FormatIDMaps) in
 // this process, by vfork, and returns open descriptors of them in order.
-// It fails with errors.ErrUnsupported where there is no vfork path (the
-// caller starts the helper instead).
+// It fails with an error that is errors.ErrUnsupported where there is no
+// vfork path, or the kernel has no pidfds (before Linux 5.4): the caller
+// starts the helper instead.
 func UserNamespaces(maps ...string) ([]int, error) {
 	if !canVfork {
 		return nil, errors.ErrUnsupported
@@ -103,7 +109,7 @@ func UserNamespaces(maps ...string) ([]int, error) {
 }
 
 // userNamespaces makes the namespaces of maps, each child made by clone.
-func userNamespaces(clone func() (int, error), maps []string) ([]int, error) {
+func userNamespaces(clone func() (zombie, error), maps []string) ([]int, error) {
 	if len(maps) == 0 {
 		return nil, errors.New("no namespace asked for")
 	}
@@ -125,48 +131,150 @@ func userNamespaces(clone func() (int, error), maps []string) ([]int, error) {
 	return fds, nil
 }
 
+// zombie is a child made in a new user namespace, exited and not reaped:
+// its pid, and its pidfd where it has one (-1: the pid is all there is).
+type zombie struct{ pid, pidfd int }
+
+// childExitStatus is the status the vfork child exits with: a caller that
+// went down the child's path by mistake (a clobbered frame) exits with it
+// too, which no test or caller takes for success, and a child that exited
+// any other way is not the one made.
+const childExitStatus = 87
+
 // newUserNS makes a user namespace with these maps, its child made by
 // clone, and returns an open descriptor of it.
-func newUserNS(clone func() (int, error), uidMap, gidMap string) (int, error) {
-	pid, err := clone()
+func newUserNS(clone func() (zombie, error), uidMap, gidMap string) (fd int, err error) {
+	z, err := clone()
 	if err != nil {
 		return -1, fmt.Errorf("clone(CLONE_NEWUSER): %w", err)
 	}
-	defer reap(pid)
-	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	defer func() {
+		if rerr := z.reap(); rerr != nil && err == nil {
+			unix.Close(fd)
+			fd, err = -1, rerr
+		}
+	}()
+	dir, err := z.procDir()
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dir)
 	// setgroups stays allowed: the maker is root in the parent namespace,
 	// so it may write the gid map without denying it.
 	for _, m := range [][2]string{{"uid_map", uidMap}, {"gid_map", gidMap}} {
-		if err := os.WriteFile(dir+m[0], []byte(m[1]), 0); err != nil {
-			return -1, err
+		if err := writeAt(dir, m[0], m[1]); err != nil {
+			return -1, fmt.Errorf("%s: %w", m[0], err)
 		}
 	}
-	return unix.Open(dir+"ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return unix.Openat(dir, "ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
 
-// cloneIntoUserNS is the helper's clone: vfork where it exists, fork
-// elsewhere.
-func cloneIntoUserNS() (int, error) {
-	if canVfork {
-		return vforkIntoUserNS()
+// writeAt writes s to the file name under the directory dir, in one write
+// (an id map is taken whole or not at all).
+func writeAt(dir int, name, s string) error {
+	fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
 	}
-	return forkIntoUserNS()
+	defer unix.Close(fd)
+	n, err := unix.Write(fd, []byte(s))
+	if err == nil && n != len(s) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// procDir opens the zombie's /proc directory, whose files the maps are
+// written to. A pid is not used again before its process is reaped, and a
+// /proc directory once open stays its process's; so with a pidfd the child
+// is checked unreaped (waited for, not reaped) after the open, and the directory is the child's even
+// if something else in this process reaps children. Without one (the
+// helper's fork, in a process where nothing else reaps) the pid is trusted.
+func (z zombie) procDir() (int, error) {
+	dir, err := unix.Open("/proc/"+strconv.Itoa(z.pid), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("the namespace's child %d: %w", z.pid, err)
+	}
+	if z.pidfd >= 0 {
+		// Without WNOHANG: vfork hands back the caller when the child has
+		// let go of its memory, a moment before it is a zombie.
+		if pid, _, err := waitPidfd(z.pidfd, unix.WNOWAIT); err != nil || pid != z.pid {
+			unix.Close(dir)
+			return -1, fmt.Errorf("the namespace's child %d was reaped by something else (%d, %v): its pid may be another process's", z.pid, pid, err)
+		}
+	}
+	return dir, nil
+}
+
+// reap waits for the zombie, and with a pidfd checks that it exited as the
+// vfork child does.
+func (z zombie) reap() error {
+	if z.pidfd < 0 {
+		reapPid(z.pid)
+		return nil
+	}
+	defer unix.Close(z.pidfd)
+	_, status, err := waitPidfd(z.pidfd, 0)
+	if err != nil {
+		return fmt.Errorf("reaping the namespace's child %d: %w", z.pid, err)
+	}
+	if status != childExitStatus {
+		return fmt.Errorf("the namespace's child %d exited with %d, not %d: not the child made", z.pid, status, childExitStatus)
+	}
+	return nil
+}
+
+// waitPidfd is waitid(P_PIDFD, WEXITED|options): the pid it reports (0 for
+// none yet, with WNOHANG) and the exit status.
+func waitPidfd(pidfd, options int) (pid, status int, err error) {
+	var info unix.Siginfo
+	for {
+		err = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|options, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	// A SIGCHLD siginfo: si_pid, then si_uid, then si_status, after the
+	// three ints of its head and the union's alignment (16 bytes).
+	raw := (*[unsafe.Sizeof(info)]byte)(unsafe.Pointer(&info))
+	return int(int32(binary.NativeEndian.Uint32(raw[16:]))), int(int32(binary.NativeEndian.Uint32(raw[24:]))), nil
 }
 
 // vforkIntoUserNS makes a child in a new user namespace that shares this
-// process's memory and exits at once (rawVforkIntoUserNS), and returns its
-// pid, unreaped.
-func vforkIntoUserNS() (int, error) {
-	return withSignalsBlocked(rawVforkIntoUserNS)
+// process's memory and exits at once (rawVforkIntoUserNS). A kernel without
+// pidfds (CLONE_PIDFD before 5.2, waitid's P_PIDFD before 5.4) is
+// errors.ErrUnsupported: without one the child's /proc directory cannot be
+// told from another process's where something else may reap.
+func vforkIntoUserNS() (zombie, error) {
+	pidfd := int32(-1)
+	pid, err := withSignalsBlocked(func() (uintptr, uintptr) { return rawVforkIntoUserNS(&pidfd) })
+	if err != nil {
+		return zombie{}, err
+	}
+	z := zombie{pid, int(pidfd)}
+	if z.pidfd < 0 {
+		reapPid(pid)
+		return zombie{}, fmt.Errorf("no pidfd from clone: %w", errors.ErrUnsupported)
+	}
+	if _, _, err := waitPidfd(z.pidfd, unix.WNOWAIT); err == unix.EINVAL {
+		unix.Close(z.pidfd)
+		reapPid(pid)
+		return zombie{}, fmt.Errorf("no waitid(P_PIDFD): %w", errors.ErrUnsupported)
+	}
+	return z, nil
 }
 
 // forkIntoUserNS forks a child in a new user namespace that exits at once,
-// and returns its pid, unreaped.
-func forkIntoUserNS() (int, error) {
-	return withSignalsBlocked(func() (uintptr, uintptr) {
+// and returns it unreaped, without a pidfd.
+func forkIntoUserNS() (zombie, error) {
+	pid, err := withSignalsBlocked(func() (uintptr, uintptr) {
 		pid, errno := cloneAndExit()
 		return pid, uintptr(errno)
 	})
+	return zombie{pid, -1}, err
 }
 
 // withSignalsBlocked runs clone on this thread with every signal blocked,
@@ -212,14 +320,14 @@ func cloneAndExit() (uintptr, syscall.Errno) {
 	pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, a1, a2, 0, 0, 0, 0)
 	if errno == 0 && pid == 0 {
 		for {
-			_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+			_, _, _ = syscall.RawSyscall(unix.SYS_EXIT_GROUP, childExitStatus, 0, 0)
 		}
 	}
 	return pid, errno
 }
 
-// reap waits for the child forkIntoUserNS made.
-func reap(pid int) {
+// reapPid waits for the child of this pid.
+func reapPid(pid int) {
 	var ws syscall.WaitStatus
 	for {
 		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {

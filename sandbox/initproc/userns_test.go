@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
@@ -45,16 +46,16 @@ func TestIDMapsRoundTrip(t *testing.T) {
 // in-process, and the helper's) where the architecture has it, and fork.
 func clones() []struct {
 	name  string
-	clone func() (int, error)
+	clone func() (zombie, error)
 } {
 	c := []struct {
 		name  string
-		clone func() (int, error)
+		clone func() (zombie, error)
 	}{{"fork", forkIntoUserNS}}
 	if canVfork {
 		c = append(c, struct {
 			name  string
-			clone func() (int, error)
+			clone func() (zombie, error)
 		}{"vfork", vforkIntoUserNS})
 	}
 	return c
@@ -173,6 +174,42 @@ func TestUserNamespacesInABusyProcess(t *testing.T) {
 	}
 }
 
+// TestUserNamespacesWhereChildrenAreReapedElsewhere: in a process where
+// something else reaps children (here the kernel itself: SIGCHLD ignored),
+// the runner's namespaces fail, and not as unsupported (which would start
+// the helper and hide it): the pid their maps would be written to may be
+// another process's by then. The test runs itself again with SIGCHLD
+// ignored.
+func TestUserNamespacesWhereChildrenAreReapedElsewhere(t *testing.T) {
+	if os.Getenv("AGENTRUN_TEST_SIGCHLD_IGNORED") == "1" {
+		signal.Ignore(syscall.SIGCHLD)
+		fds, err := UserNamespaces("0 0 1/0 0 1")
+		switch {
+		case err == nil:
+			fmt.Println("made", len(fds), "namespaces with their child reaped elsewhere")
+			os.Exit(1)
+		case errors.Is(err, errors.ErrUnsupported):
+			fmt.Println("unsupported:", err)
+			os.Exit(1)
+		}
+		fmt.Println("refused:", err)
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	if !canVfork {
+		t.Skip("no vfork path on " + runtime.GOARCH)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestUserNamespacesWhereChildrenAreReapedElsewhere$")
+	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_SIGCHLD_IGNORED=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
 // TestNewUserNSWithoutClone3: under a seccomp profile that answers clone3
 // with ENOSYS (so that libc falls back to clone; the project's own node
 // profile does), the namespaces are still made. The test runs itself again
@@ -183,12 +220,14 @@ func TestNewUserNSWithoutClone3(t *testing.T) {
 			fmt.Println("filter:", err)
 			os.Exit(2)
 		}
-		fd, err := newUserNS(cloneIntoUserNS, "0 0 1\n", "0 0 1\n")
-		if err != nil {
-			fmt.Println("newUserNS:", err)
-			os.Exit(1)
+		for _, c := range clones() {
+			fd, err := newUserNS(c.clone, "0 0 1\n", "0 0 1\n")
+			if err != nil {
+				fmt.Println("newUserNS by", c.name+":", err)
+				os.Exit(1)
+			}
+			syscall.Close(fd)
 		}
-		syscall.Close(fd)
 		os.Exit(0)
 	}
 	if os.Geteuid() != 0 {

@@ -5,7 +5,7 @@ package initproc
 import "syscall"
 
 // canVfork: rawVforkIntoUserNS is written for linux/amd64 only; elsewhere
-// the namespaces are made by fork, in the helper.
+// the runner starts the helper.
 const canVfork = false
 
-func rawVforkIntoUserNS() (pid, errno uintptr) { return 0, uintptr(syscall.ENOSYS) }
+func rawVforkIntoUserNS(*int32) (pid, errno uintptr) { return 0, uintptr(syscall.ENOSYS) }
