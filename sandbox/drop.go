@@ -179,7 +179,7 @@ func newNamespaces(helper []string, ws *Workspace, hostUID int) (agent, wsNS *os
 // something else reaps this process's children, which must not pass.
 func userNamespaces(helper []string, maps ...string) ([]*os.File, error) {
 	fds, err := initproc.UserNamespaces(maps...)
-	if errors.Is(err, errors.ErrUnsupported) {
+	if errors.Is(err, initproc.ErrNoInProcessUserns) {
 		// No vfork path here, or no pidfds: the helper forks them.
 		return userNamespacesByHelper(helper, maps...)
 	}

@@ -374,6 +374,7 @@ func TestStatusIDs(t *testing.T) {
 		{"whole", "Name:\tagent\nUmask:\t0022\nState:\tS\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nFDSize:\t64\n", []int{1, 2, 3, 4, 5, 6, 7, 8}},
 		{"a line's name inside another line", "Name:\tx Uid:\t99\nUid:\t1\t1\t1\t1\nGid:\t2\t2\t2\t2\n", []int{1, 2}},
 		{"cut after Uid", "Name:\tx\nUid:\t1\t2\t3\t4", []int{1, 2, 3, 4}},
+		{"every Uid line counts", "Uid:\t1\t1\t1\t1\nGid:\t2\t2\t2\t2\nUid:\t3\t3\t3\t3\n", []int{1, 2, 3}},
 		{"no ids", "Name:\tx\n", nil},
 		{"empty", "", nil},
 	} {
@@ -399,7 +400,12 @@ func TestProcIDsFindsAProcess(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("starting a process as another user needs root")
 	}
-	const uid, gid, fake = 4242, 4343, 7777
+	const uid, gid, fake = 4242, 4343, 97654321 // fake: 8 digits, what the 15 bytes of a name leave
+	before := map[int]bool{}
+	procIDs("/proc", before)
+	if before[uid] || before[gid] || before[fake] {
+		t.Skipf("a process here already uses %d, %d or %d", uid, gid, fake)
+	}
 	// Only a process names itself (comm): the shell does, says so, and waits.
 	cmd := exec.Command("sh", "-c", fmt.Sprintf(`printf 'x\nUid:\t%d' > /proc/$$/comm && echo named && read _`, fake))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}

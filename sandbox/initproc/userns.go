@@ -96,14 +96,16 @@ func makeUserNamespaces(args []string) error {
 	return syscall.Sendmsg(int(sock.Fd()), []byte("userns"), syscall.UnixRights(fds...), nil, 0)
 }
 
+// ErrNoInProcessUserns is UserNamespaces's error where there is no vfork
+// path, or the kernel has no pidfds (before Linux 5.4): the caller starts
+// the helper instead. Any other error is a failure of its own.
+var ErrNoInProcessUserns = errors.New("no in-process user namespaces here")
+
 // UserNamespaces makes one user namespace per argument (FormatIDMaps) in
 // this process, by vfork, and returns open descriptors of them in order.
-// It fails with an error that is errors.ErrUnsupported where there is no
-// vfork path, or the kernel has no pidfds (before Linux 5.4): the caller
-// starts the helper instead.
 func UserNamespaces(maps ...string) ([]int, error) {
 	if !canVfork {
-		return nil, errors.ErrUnsupported
+		return nil, fmt.Errorf("no vfork path on this architecture: %w", ErrNoInProcessUserns)
 	}
 	return userNamespaces(vforkIntoUserNS, maps)
 }
@@ -185,25 +187,64 @@ func writeAt(dir int, name, s string) error {
 }
 
 // procDir opens the zombie's /proc directory, whose files the maps are
-// written to. A pid is not used again before its process is reaped, and a
-// /proc directory once open stays its process's; so with a pidfd the child
-// is checked unreaped (waited for, not reaped) after the open, and the directory is the child's even
-// if something else in this process reaps children. Without one (the
-// helper's fork, in a process where nothing else reaps) the pid is trusted.
+// written to. With a pidfd, the directory is made sure to be the child's:
+//   - the pidfd's fdinfo, read in the same /proc, gives the child's pid
+//     there: equal to the one clone returned, /proc/PID names the child
+//     (a /proc of another pid namespace, where PID is another process,
+//     fails this);
+//   - the child is then found unreaped (waited for, not reaped): a pid is
+//     not used again before its process is reaped, so the directory opened
+//     before is the child's, and stays bound to it, even if something else
+//     in this process reaps children.
+//
+// Without one (the helper's fork, in a process where nothing else reaps)
+// the pid is trusted once the helper's /proc is found to be its own pid
+// namespace's.
 func (z zombie) procDir() (int, error) {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(z.pid), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("the namespace's child %d: %w", z.pid, err)
 	}
-	if z.pidfd >= 0 {
-		// Without WNOHANG: vfork hands back the caller when the child has
-		// let go of its memory, a moment before it is a zombie.
-		if pid, _, err := waitPidfd(z.pidfd, unix.WNOWAIT); err != nil || pid != z.pid {
-			unix.Close(dir)
-			return -1, fmt.Errorf("the namespace's child %d was reaped by something else (%d, %v): its pid may be another process's", z.pid, pid, err)
-		}
+	if err := z.check(); err != nil {
+		unix.Close(dir)
+		return -1, err
 	}
 	return dir, nil
+}
+
+// check is procDir's proof that /proc/PID is the child (see there).
+func (z zombie) check() error {
+	if z.pidfd < 0 {
+		if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+			return fmt.Errorf("/proc is not this process's pid namespace's (/proc/self is %q, %v; the pid is %d): its child's pid names another process there", self, err, os.Getpid())
+		}
+		return nil
+	}
+	if pid, err := pidfdPid(z.pidfd); err != nil || pid != z.pid {
+		return fmt.Errorf("the namespace's child %d is %d in /proc (%v): /proc/%d is another process", z.pid, pid, err, z.pid)
+	}
+	// Without WNOHANG: vfork hands back the caller when the child has let
+	// go of its memory, a moment before it is a zombie.
+	if pid, _, err := waitPidfd(z.pidfd, unix.WNOWAIT); err != nil || pid != z.pid {
+		return fmt.Errorf("the namespace's child %d was reaped by something else (%d, %v): its pid may be another process's", z.pid, pid, err)
+	}
+	return nil
+}
+
+// pidfdPid reads the pid of a pidfd's process as /proc's pid namespace
+// sees it, from the pidfd's fdinfo ("Pid:\tN"; -1 once reaped, 0 where
+// that namespace does not see it).
+func pidfdPid(pidfd int) (int, error) {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no Pid line in the pidfd's fdinfo")
 }
 
 // reap waits for the zombie, and with a pidfd checks that it exited as the
@@ -246,7 +287,7 @@ func waitPidfd(pidfd, options int) (pid, status int, err error) {
 // vforkIntoUserNS makes a child in a new user namespace that shares this
 // process's memory and exits at once (rawVforkIntoUserNS). A kernel without
 // pidfds (CLONE_PIDFD before 5.2, waitid's P_PIDFD before 5.4) is
-// errors.ErrUnsupported: without one the child's /proc directory cannot be
+// ErrNoInProcessUserns: without one the child's /proc directory cannot be
 // told from another process's where something else may reap.
 func vforkIntoUserNS() (zombie, error) {
 	pidfd := int32(-1)
@@ -257,12 +298,12 @@ func vforkIntoUserNS() (zombie, error) {
 	z := zombie{pid, int(pidfd)}
 	if z.pidfd < 0 {
 		reapPid(pid)
-		return zombie{}, fmt.Errorf("no pidfd from clone: %w", errors.ErrUnsupported)
+		return zombie{}, fmt.Errorf("no pidfd from clone: %w", ErrNoInProcessUserns)
 	}
 	if _, _, err := waitPidfd(z.pidfd, unix.WNOWAIT); err == unix.EINVAL {
 		unix.Close(z.pidfd)
 		reapPid(pid)
-		return zombie{}, fmt.Errorf("no waitid(P_PIDFD): %w", errors.ErrUnsupported)
+		return zombie{}, fmt.Errorf("no waitid(P_PIDFD): %w", ErrNoInProcessUserns)
 	}
 	return z, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +44,8 @@ func TestIDMapsRoundTrip(t *testing.T) {
 }
 
 // clones are the ways a namespace's child is made: vfork (the runner's,
-// in-process, and the helper's) where the architecture has it, and fork.
+// in-process) where the architecture and the kernel have it, and fork
+// (the helper's).
 func clones() []struct {
 	name  string
 	clone func() (zombie, error)
@@ -52,7 +54,7 @@ func clones() []struct {
 		name  string
 		clone func() (zombie, error)
 	}{{"fork", forkIntoUserNS}}
-	if canVfork {
+	if vforkWorks() {
 		c = append(c, struct {
 			name  string
 			clone func() (zombie, error)
@@ -105,23 +107,44 @@ func TestNewUserNS(t *testing.T) {
 	}
 }
 
+// vforkWorks reports whether the runner's in-process path works here (an
+// architecture with the assembly, a kernel with pidfds), as root.
+func vforkWorks() bool {
+	if !canVfork {
+		return false
+	}
+	z, err := vforkIntoUserNS()
+	if err != nil {
+		return false
+	}
+	return z.reap() == nil
+}
+
 // TestUserNamespacesInABusyProcess: the runner's in-process namespaces
 // (vfork: the child runs on the caller's stack and memory) leave the
 // process as it was while its other threads allocate, collect and switch
 // goroutines: a child that wrote to the shared stack would send the caller
 // back through a clobbered frame (it exits, or crashes), and one that ran
-// a signal handler would corrupt the runtime. Each namespace is a new one
-// and the children are all reaped.
+// a signal handler would corrupt the runtime. Each namespace is a new one,
+// the children are all reaped and no descriptor is left open.
 func TestUserNamespacesInABusyProcess(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the drop's namespaces are root's: run as root (CI does)")
 	}
-	if !canVfork {
-		if _, err := UserNamespaces("0 0 1/0 0 1"); err != errors.ErrUnsupported {
-			t.Fatalf("UserNamespaces without a vfork path = %v, want ErrUnsupported", err)
+	if !vforkWorks() {
+		if _, err := UserNamespaces("0 0 1/0 0 1"); !errors.Is(err, ErrNoInProcessUserns) {
+			t.Fatalf("UserNamespaces without a vfork path = %v, want ErrNoInProcessUserns", err)
 		}
-		t.Skip("no vfork path on " + runtime.GOARCH)
+		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
 	}
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := openFDs()
 	stop := make(chan struct{})
 	var busy sync.WaitGroup
 	for range 4 {
@@ -172,13 +195,123 @@ func TestUserNamespacesInABusyProcess(t *testing.T) {
 	if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != syscall.ECHILD {
 		t.Errorf("a child is left unreaped: wait4 = %v", err)
 	}
+	if after := openFDs(); after != before {
+		t.Errorf("%d descriptors open after 200 rounds, %d before", after, before)
+	}
+}
+
+// TestMapsNeverReachAnotherProcess: root's id maps are written only to the
+// child made, never to another process that holds its pid: here a process
+// in a user namespace of its own, whose maps are still unwritten (root's
+// "0 0 1" there would make its user the host's root). The pid is handed to
+// newUserNS with the pidfd of a child already reaped (the pid used again)
+// and with the pidfd of a live child of another pid (a /proc where the pid
+// is another process); both are refused, and the process's maps stay empty.
+func TestMapsNeverReachAnotherProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	if !vforkWorks() {
+		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
+	}
+	own, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("unshare", "--user", "sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	victim := other.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", victim)); err == nil && ns != own {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other process never entered a user namespace of its own")
+		}
+	}
+	reaped, err := vforkIntoUserNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := waitPidfd(reaped.pidfd, 0); err != nil {
+		t.Fatal(err)
+	}
+	live, err := vforkIntoUserNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		pidfd int
+	}{{"reaped child, its pid used again", reaped.pidfd}, {"live child, another pid", live.pidfd}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, err := newUserNS(func() (zombie, error) { return zombie{victim, tc.pidfd}, nil }, "0 0 1\n", "0 0 1\n")
+			if err == nil {
+				syscall.Close(fd)
+				t.Fatal("maps written through another process's pid")
+			}
+			t.Log(err)
+			if m, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", victim)); err != nil || len(m) != 0 {
+				t.Errorf("the other process's uid_map is %q (%v), want it unwritten", m, err)
+			}
+		})
+	}
+	if _, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil); err != syscall.ECHILD && err != nil {
+		t.Errorf("wait4 = %v", err)
+	}
+}
+
+// TestMapsNeverReachAnotherNamespacesProcess: in a pid namespace whose
+// /proc is another pid namespace's (unshare --pid without a /proc of its
+// own), the child's pid names another process under /proc; the namespaces
+// are refused, by the pidfd's pid as that /proc sees it, and the helper's
+// (forked, no pidfd) by /proc/self. The test runs itself again in such a
+// namespace.
+func TestMapsNeverReachAnotherNamespacesProcess(t *testing.T) {
+	if os.Getenv("AGENTRUN_TEST_FOREIGN_PROC") == "1" {
+		fds, err := UserNamespaces("0 0 1/0 0 1")
+		if err == nil {
+			fmt.Println("made", len(fds), "namespaces through another pid namespace's /proc")
+			os.Exit(1)
+		}
+		if !strings.Contains(err.Error(), "is another process") {
+			fmt.Println("refused, but not by the pidfd's pid:", err)
+			os.Exit(1)
+		}
+		fmt.Println("refused:", err)
+		// The helper's fork, which has no pidfd, checks /proc itself.
+		fds, err = userNamespaces(forkIntoUserNS, []string{"0 0 1/0 0 1"})
+		if err == nil || !strings.Contains(err.Error(), "not this process's pid namespace's") {
+			fmt.Println("the helper's way:", len(fds), err)
+			os.Exit(1)
+		}
+		fmt.Println("refused:", err)
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the drop's namespaces are root's: run as root (CI does)")
+	}
+	if !vforkWorks() {
+		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
+	}
+	cmd := exec.Command("unshare", "--pid", "--fork", "--", os.Args[0], "-test.run", "^TestMapsNeverReachAnotherNamespacesProcess$")
+	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_FOREIGN_PROC=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	t.Logf("%s", out)
 }
 
 // TestUserNamespacesWhereChildrenAreReapedElsewhere: in a process where
 // something else reaps children (here the kernel itself: SIGCHLD ignored),
 // the runner's namespaces fail, and not as unsupported (which would start
-// the helper and hide it): the pid their maps would be written to may be
-// another process's by then. The test runs itself again with SIGCHLD
+// the helper and hide it). Here the pid is already gone when its /proc
+// directory is opened; TestMapsNeverReachAnotherProcess is the case where
+// it names another process. The test runs itself again with SIGCHLD
 // ignored.
 func TestUserNamespacesWhereChildrenAreReapedElsewhere(t *testing.T) {
 	if os.Getenv("AGENTRUN_TEST_SIGCHLD_IGNORED") == "1" {
@@ -188,7 +321,7 @@ func TestUserNamespacesWhereChildrenAreReapedElsewhere(t *testing.T) {
 		case err == nil:
 			fmt.Println("made", len(fds), "namespaces with their child reaped elsewhere")
 			os.Exit(1)
-		case errors.Is(err, errors.ErrUnsupported):
+		case errors.Is(err, ErrNoInProcessUserns):
 			fmt.Println("unsupported:", err)
 			os.Exit(1)
 		}
@@ -198,8 +331,8 @@ func TestUserNamespacesWhereChildrenAreReapedElsewhere(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the drop's namespaces are root's: run as root (CI does)")
 	}
-	if !canVfork {
-		t.Skip("no vfork path on " + runtime.GOARCH)
+	if !vforkWorks() {
+		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestUserNamespacesWhereChildrenAreReapedElsewhere$")
 	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_SIGCHLD_IGNORED=1")
