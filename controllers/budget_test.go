@@ -220,12 +220,19 @@ func TestBudgetPricesCodex(t *testing.T) {
 	if u := run.Status.Usage; u.CostUSD != "0.006" || !u.CostEstimated || !u.ByModel["gpt-5.5"].CostEstimated {
 		t.Errorf("live usage %+v", u)
 	}
-	b := h.budgetIs("codex-cost", metav1.ConditionFalse)
-	if b.Status.Spent.CostUSD != "0.006" || !b.Status.Spent.CostEstimated {
-		t.Errorf("budget spent %+v", b.Status.Spent)
-	}
+	// Exhausted is False from the budget's start: what shows the live usage
+	// counted is the spend, which comes once the budget's controller has
+	// seen the run's status (after the run's own status, not with it).
+	h.eventually("the codex budget's spend", func() string {
+		b := h.getBudget("codex-cost")
+		c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted)
+		if b.Status.Spent.CostUSD != "0.006" || !b.Status.Spent.CostEstimated || c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Sprintf("status %+v", b.Status)
+		}
+		return ""
+	})
 	sc.line(usageLine("gpt-5.5", 4000, 100, ""))
-	b = h.budgetIs("codex-cost", metav1.ConditionTrue)
+	b := h.budgetIs("codex-cost", metav1.ConditionTrue)
 	if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionExhausted); c.Reason != v1alpha1.ReasonCostSpent ||
 		!strings.Contains(c.Message, "$0.012 of $0.01 (estimated in part from the price table)") {
 		t.Errorf("condition %+v", c)
