@@ -291,14 +291,24 @@ func TestMapsNeverReachAnotherNamespacesProcess(t *testing.T) {
 		fmt.Println("refused:", err)
 		os.Exit(0)
 	}
+	runInProcessAgain(t, "AGENTRUN_TEST_FOREIGN_PROC", "unshare", "--pid", "--fork", "--")
+}
+
+// runInProcessAgain runs the calling test again in a process of its own,
+// with env=1 in its environment and under wrap (a command that ends with
+// the test binary), as root where the runner's in-process path works; its
+// output is logged, and its failure the test's.
+func runInProcessAgain(t *testing.T, env string, wrap ...string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the drop's namespaces are root's: run as root (CI does)")
 	}
 	if !vforkWorks() {
 		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
 	}
-	cmd := exec.Command("unshare", "--pid", "--fork", "--", os.Args[0], "-test.run", "^TestMapsNeverReachAnotherNamespacesProcess$")
-	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_FOREIGN_PROC=1")
+	args := append(wrap[:len(wrap):len(wrap)], os.Args[0], "-test.run", "^"+t.Name()+"$")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v %s", err, out)
@@ -328,19 +338,7 @@ func TestUserNamespacesWhereChildrenAreReapedElsewhere(t *testing.T) {
 		fmt.Println("refused:", err)
 		os.Exit(0)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the drop's namespaces are root's: run as root (CI does)")
-	}
-	if !vforkWorks() {
-		t.Skip("no in-process path here (" + runtime.GOARCH + ", or a kernel without pidfds)")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestUserNamespacesWhereChildrenAreReapedElsewhere$")
-	cmd.Env = append(os.Environ(), "AGENTRUN_TEST_SIGCHLD_IGNORED=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	t.Logf("%s", out)
+	runInProcessAgain(t, "AGENTRUN_TEST_SIGCHLD_IGNORED")
 }
 
 // TestNewUserNSWithoutClone3: under a seccomp profile that answers clone3
