@@ -127,7 +127,7 @@ func (s *scope) requeueAfter(d time.Duration) {
 // run, and reads it back only by name (no list or watch of ConfigMaps).
 //
 // +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns,verbs=get;list;watch
-// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentrun.dev,resources=agentruns/status,verbs=get;update
 //
 // The Job's owner reference blocks the AgentRun's deletion until the Job is
 // gone (blockOwnerDeletion), which clusters that enforce owner references
