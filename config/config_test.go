@@ -141,8 +141,10 @@ func TestManagerRBACIsLeast(t *testing.T) {
 	want := map[string]string{
 		// delete: the ended runs of namespaces that opt in to records
 		// that expire (controllers/records.go), and no other.
-		"agentrun.dev/agentruns":        "delete,get,list,watch",
-		"agentrun.dev/agentruns/status": "get,patch,update",
+		"agentrun.dev/agentruns": "delete,get,list,watch",
+		// The run's status is written whole (an update: controllers'
+		// writeStatus), never patched.
+		"agentrun.dev/agentruns/status": "get,update",
 		// The Namespace's opt-in annotations: get only (a Role in the
 		// namespace grants it), never list or watch.
 		"/namespaces": "get",
