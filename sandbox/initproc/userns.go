@@ -133,8 +133,9 @@ func userNamespaces(clone func() (zombie, error), maps []string) ([]int, error) 
 	return fds, nil
 }
 
-// zombie is a child made in a new user namespace, exited and not reaped:
-// its pid, and its pidfd where it has one (-1: the pid is all there is).
+// zombie is a child made in a new user namespace, exiting or exited and
+// not reaped: its pid, and its pidfd where it has one (-1: the pid is all
+// there is).
 type zombie struct{ pid, pidfd int }
 
 // childExitStatus is the status the vfork child exits with: a caller that
@@ -273,8 +274,8 @@ func (z zombie) reap() error {
 	return nil
 }
 
-// waitPidfd is waitid(P_PIDFD, WEXITED|options): the pid it reports (0 for
-// none yet, with WNOHANG) and the exit status.
+// waitPidfd is waitid(P_PIDFD, WEXITED|options), which waits for the
+// child's exit: the pid it reports and the exit status.
 func waitPidfd(pidfd, options int) (pid, status int, err error) {
 	var info unix.Siginfo
 	for {
